@@ -1,0 +1,358 @@
+"""The host side of the sandbox: slots, scheduling, verdicts.
+
+``Executor.run(jobs)`` turns jobs (n programs x t tests each) into pass matrices. Each slot is one
+fork server (``sandbox/server.py``) started once inside its isolation boundary and reused; work is
+cut into units of one program against a chunk of tests, and one host thread per slot feeds its
+server. A server that dies or stops answering is replaced; its unit is retried once, then its cells
+become ``sandbox_error``. Nothing a program does reaches other cells' verdicts.
+"""
+
+from __future__ import annotations
+
+import logging
+import marshal
+import os
+import select
+import struct
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from .jobs import Job, JobError, parse_job
+from .launchers import Channel, Launcher, choose_launcher
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PRELOAD = ("collections", "itertools", "functools", "heapq", "bisect", "math",
+                   "re", "string", "random", "fractions", "decimal", "statistics", "typing",
+                   "datetime", "copy", "operator", "array", "dataclasses", "json", "io",
+                   "threading", "ast")
+# Imported by a separate sub-server per slot, which gets only the programs that import them: a
+# server holding numpy forks and exits about twice as slowly.
+DEFAULT_HEAVY_PRELOAD = ("numpy",)
+
+
+# Servers are spawned from one long-lived thread: bubblewrap's --die-with-parent (a parent-death
+# signal) fires when the *thread* that forked it exits, which would kill a server started from a
+# short-lived worker thread.
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coevo-spawner")
+
+
+class IsolationError(RuntimeError):
+    """No isolation layer is available and running unprotected was not asked for."""
+
+
+class SlotDied(RuntimeError):
+    pass
+
+
+@dataclass
+class _Unit:
+    job: int
+    program: int
+    start: int
+    stop: int
+    request: dict
+    budget_s: float
+
+
+class Slot:
+    """One fork server and its framed protocol."""
+
+    def __init__(self, launcher: Launcher, index: int, base: str, preload, use_uid: bool,
+                 heavy_preload=()):
+        self.launcher = launcher
+        self.index = index
+        self.cfg = launcher.slot_config(index, base, preload, use_uid, heavy_preload)
+        self.channel: Channel | None = None
+        self.hello: dict = {}
+
+    def start(self, timeout: float = 60.0) -> dict:
+        self.channel = _SPAWNER.submit(self.launcher.start, self.cfg).result()
+        try:
+            self.hello = self._recv(timeout)
+        except SlotDied as e:
+            self.close()
+            raise RuntimeError(f"the sandbox server of slot {self.index} did not start "
+                               f"({self.launcher.name} launcher): {e}") from None
+        return self.hello
+
+    def close(self) -> None:
+        if self.channel is not None:
+            self.channel.kill()
+            self.channel = None
+
+    def restart(self) -> None:
+        self.close()
+        self.start()
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        chunks = []
+        while n:
+            if not isinstance(self.channel.rfd, int) or self.channel.pid < 0:
+                b = self.channel.read(n)  # docker: blocking socket
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SlotDied("no answer before the deadline")
+                r, _, _ = select.select([self.channel.rfd], [], [], left)
+                if not r:
+                    raise SlotDied("no answer before the deadline")
+                b = self.channel.read(min(n, 1 << 20))
+            if not b:
+                raise SlotDied("the server closed its pipe")
+            chunks.append(b)
+            n -= len(b)
+        return b"".join(chunks)
+
+    def _recv(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        (n,) = struct.unpack(">I", self._read_exact(4, deadline))
+        return marshal.loads(self._read_exact(n, deadline))
+
+    def call(self, request: dict, timeout: float) -> dict:
+        data = marshal.dumps(request)
+        try:
+            self.channel.write(struct.pack(">I", len(data)) + data)
+        except OSError as e:
+            raise SlotDied(f"write failed: {e}") from None
+        return self._recv(timeout)
+
+
+@dataclass
+class _JobState:
+    job: Job
+    outcomes: list
+    outputs: list | None
+    pending: int
+    t0: float = 0.0
+    t1: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Executor:
+    """Run untrusted programs against tests, in parallel slots, each isolated.
+
+    Args:
+        slots: number of fork servers (default: the CPU cores available to this process).
+        launcher: ``auto`` (bubblewrap when it works here, else direct), ``bwrap``, ``direct``
+            or ``docker``.
+        allow_unsafe: run even where no isolation layer at all is available.
+        preload: modules each server imports once so that programs find them warm.
+        heavy_preload: modules (numpy) preloaded in a second server per slot that runs only the
+            programs importing them, so that the others keep cheap forks.
+        chunk_tests: tests per unit of work (smaller spreads slow programs over slots).
+        use_uid: run children under a per-slot uid when root (default True).
+    """
+
+    def __init__(self, slots: int | None = None, launcher: str | Launcher = "auto",
+                 allow_unsafe: bool = False, preload: Iterable[str] = DEFAULT_PRELOAD,
+                 chunk_tests: int = 8, use_uid: bool = True,
+                 heavy_preload: Iterable[str] = DEFAULT_HEAVY_PRELOAD):
+        if slots is None:
+            slots = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+                os.cpu_count() or 1)
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
+        if isinstance(launcher, Launcher):
+            self.launcher, self.launcher_notes = launcher, []
+        else:
+            self.launcher, self.launcher_notes = choose_launcher(launcher)
+        self.chunk_tests = max(1, int(chunk_tests))
+        self._base = tempfile.mkdtemp(prefix="coevo-sandbox-")
+        os.chmod(self._base, 0o711)
+        self.slots = [Slot(self.launcher, i, self._base, tuple(preload), use_uid,
+                           tuple(heavy_preload)) for i in range(slots)]
+        self._closed = False
+        self._start_slots()
+        self.isolation = self._isolation_report()
+        active = [k for k, (on, _) in self.isolation["layers"].items() if on and k in _PROTECTIVE]
+        if not active and not allow_unsafe:
+            self.close()
+            raise IsolationError(
+                "no isolation layer is available on this host (no bubblewrap, no seccomp, no "
+                "Landlock, no container); run 'coevo doctor' for how to enable one, or pass "
+                "allow_unsafe=True (--allow-unsafe) to run programs unprotected")
+        on = {k for k, (v, _) in self.isolation["layers"].items() if v}
+        missing = [k for k in ("seccomp", "landlock") if k not in on]
+        if not on & {"bubblewrap", "container"}:
+            missing.insert(0, "bubblewrap")
+        if missing:
+            log.warning("sandbox layers inactive: %s (see 'coevo doctor')", ", ".join(missing))
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def _start_slots(self) -> None:
+        errors: list[Exception] = []
+
+        def go(s):
+            try:
+                s.start()
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=go, args=(s,)) for s in self.slots]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            self.close()
+            raise errors[0]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for s in self.slots:
+            s.close()
+        import shutil
+        shutil.rmtree(self._base, ignore_errors=True)
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def server_pids(self) -> list[int]:
+        """Host pids of the slot processes (for tests and monitoring)."""
+        return [s.channel.pid for s in self.slots if s.channel is not None]
+
+    def _isolation_report(self) -> dict:
+        layers: dict[str, tuple[bool, str]] = {}
+        outer = self.launcher.outer
+        if outer == "bubblewrap":
+            layers["bubblewrap"] = (True, "pid/net/ipc/uts namespaces; read-only system and "
+                                          "Python installation only; private /tmp")
+        elif outer == "docker":
+            layers["container"] = (True, "docker: --network none, read-only root, tmpfs /tmp")
+        else:
+            why = "; ".join(self.launcher_notes) or f"{self.launcher.name} launcher chosen"
+            layers["bubblewrap"] = (False, why)
+        hello = self.slots[0].hello
+        for name, (on, detail) in hello.get("layers", {}).items():
+            layers[name] = (bool(on), detail)
+        return {"launcher": self.launcher.name, "slots": len(self.slots),
+                "python": hello.get("python"), "preloaded": hello.get("preloaded", []),
+                "layers": layers}
+
+    # ---- running -------------------------------------------------------------------------------
+    def run(self, jobs: Iterable[Any], progress: Callable[[int], None] | None = None) -> list[dict]:
+        """Run every job; one result dict per job, in order (see ``docs/EXECUTION.md``).
+
+        ``progress``, if given, is called with the number of cells finished after each unit.
+        """
+        if self._closed:
+            raise RuntimeError("this Executor is closed")
+        results: list[dict | None] = []
+        states: list[_JobState | None] = []
+        units: list[_Unit] = []
+        for raw in jobs:
+            jid = raw.get("id") if isinstance(raw, dict) else None
+            try:
+                job = raw if isinstance(raw, Job) else parse_job(raw)
+            except JobError as e:
+                results.append({"id": jid, "error": str(e)})
+                states.append(None)
+                continue
+            n, t = job.shape
+            st = _JobState(job, [[None] * t for _ in range(n)],
+                           [[""] * t for _ in range(n)] if job.return_outputs else None, 0)
+            states.append(st)
+            results.append(None)
+            units.extend(self._units(len(states) - 1, job, st))
+        order = iter(units)
+        lock = threading.Lock()
+
+        def worker(slot: Slot):
+            while True:
+                with lock:
+                    unit = next(order, None)
+                if unit is None:
+                    return
+                self._run_unit(slot, unit, states[unit.job])
+                if progress is not None:
+                    progress(unit.stop - unit.start)
+
+        threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in self.slots]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        for i, st in enumerate(states):
+            if st is None:
+                continue
+            job = st.job
+            res = {"id": job.id,
+                   "passed": [[o == "ok" for o in row] for row in st.outcomes],
+                   "outcomes": st.outcomes,
+                   "seconds": round(max(0.0, st.t1 - st.t0), 6)}
+            if st.outputs is not None:
+                res["outputs"] = st.outputs
+            results[i] = res
+        return results  # type: ignore[return-value]
+
+    def _units(self, index: int, job: Job, st: _JobState) -> list[_Unit]:
+        n, t = job.shape
+        if t == 0:
+            return []
+        size = self.chunk_tests
+        out = []
+        for p, program in enumerate(job.programs):
+            for a in range(0, t, size):
+                b = min(t, a + size)
+                if job.kind == "stdio":
+                    tests = [x for x, _ in job.tests[a:b]]
+                    expected = [y for _, y in job.tests[a:b]]
+                else:
+                    tests, expected = job.tests[a:b], None
+                req = {"op": "run", "kind": job.kind, "program": program, "setup": job.setup,
+                       "tests": tests, "expected": expected, "time": job.time_limit_s,
+                       "wall": job.wall_limit_s, "mem_mb": job.memory_limit_mb,
+                       "out_mb": job.output_limit_mb, "return_outputs": job.return_outputs,
+                       "checker": job.checker}
+                checker_wall = max(job.wall_limit_s, 5.0) if job.checker else 0.0
+                budget = (b - a) * (job.wall_limit_s + checker_wall + 1.0) + 10.0
+                out.append(_Unit(index, p, a, b, req, budget))
+                st.pending += 1
+        return out
+
+    def _run_unit(self, slot: Slot, unit: _Unit, st: _JobState) -> None:
+        now = time.monotonic()
+        with st.lock:
+            if not st.t0:
+                st.t0 = now
+        res = None
+        for attempt in range(2):
+            try:
+                if slot.channel is None:
+                    slot.start()
+                res = slot.call(unit.request, unit.budget_s)
+                if "error" in res:  # a server-side bug: report, don't guess
+                    log.error("sandbox server error on job %r: %s", st.job.id, res["error"])
+                    res = None
+                break
+            except Exception as e:  # noqa: BLE001 - a dead, hung or unstartable server
+                log.warning("slot %d failed (%s); restarting it", slot.index, e)
+                slot.close()
+                res = None
+        k = unit.stop - unit.start
+        outcomes = res["outcomes"] if res else ["sandbox_error"] * k
+        with st.lock:
+            st.outcomes[unit.program][unit.start:unit.stop] = outcomes
+            if st.outputs is not None and res and res.get("outputs") is not None:
+                st.outputs[unit.program][unit.start:unit.stop] = res["outputs"]
+            st.pending -= 1
+            st.t1 = max(st.t1, time.monotonic())
+
+
+_PROTECTIVE = ("bubblewrap", "container", "seccomp", "landlock")

@@ -1,0 +1,117 @@
+"""The job and result schema of ``coevo execute`` and ``Executor.run`` (see docs/EXECUTION.md).
+
+A job is one problem: n programs and t tests. Its result is the n x t pass matrix with the outcome
+of every cell. Validation is strict and its errors name the offending field, so that a malformed
+line yields one result with ``error`` and never stops the other jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+OUTCOMES = ("ok", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit",
+            "syntax_error", "sandbox_error")
+
+DEFAULT_TIME_LIMIT_S = 1.0
+DEFAULT_MEMORY_LIMIT_MB = 1024
+DEFAULT_OUTPUT_LIMIT_MB = 8.0
+MAX_TIME_LIMIT_S = 600.0
+
+
+class JobError(ValueError):
+    """A job that cannot run; the message names the offending field."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One validated job. ``tests`` holds ``(input_bytes, expected_bytes)`` pairs for stdio jobs
+    and code strings for functional jobs."""
+
+    id: Any
+    kind: str
+    programs: list[str]
+    tests: list
+    setup: str = ""
+    entry_point: str | None = None
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    wall_limit_s: float = 2 * DEFAULT_TIME_LIMIT_S + 1
+    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB
+    output_limit_mb: float = DEFAULT_OUTPUT_LIMIT_MB
+    return_outputs: bool = False
+    checker: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.programs), len(self.tests)
+
+
+def _text(value, where: str) -> str:
+    if not isinstance(value, str):
+        raise JobError(f"{where} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _number(d: dict, key: str, default, lo: float, hi: float, integer=False):
+    if key not in d or d[key] is None:
+        return default
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise JobError(f"'{key}' must be a finite number, got {v!r}")
+    if not lo < v <= hi:
+        raise JobError(f"'{key}' must be in ({lo}, {hi}], got {v!r}")
+    return int(v) if integer else float(v)
+
+
+def parse_job(d: Any) -> Job:
+    """Validate one job dict; raise :class:`JobError` naming the bad field."""
+    if not isinstance(d, dict):
+        raise JobError(f"a job must be a JSON object, got {type(d).__name__}")
+    kind = d.get("kind", "stdio")
+    if kind not in ("stdio", "functional"):
+        raise JobError(f"'kind' must be 'stdio' or 'functional', got {kind!r}")
+    programs = d.get("programs")
+    if not isinstance(programs, list):
+        raise JobError("'programs' must be a list of strings")
+    programs = [_text(p, f"programs[{i}]") for i, p in enumerate(programs)]
+    raw_tests = d.get("tests", [])
+    if not isinstance(raw_tests, list):
+        raise JobError("'tests' must be a list")
+    tests: list = []
+    for i, t in enumerate(raw_tests):
+        if kind == "stdio":
+            if not isinstance(t, dict) or "input" not in t or "output" not in t:
+                raise JobError(f"tests[{i}] of a stdio job must be an object with 'input' and "
+                               "'output'")
+            tests.append((_text(t["input"], f"tests[{i}].input").encode("utf-8", "surrogateescape"),
+                          _text(t["output"], f"tests[{i}].output").encode("utf-8", "surrogateescape")))
+        else:
+            if isinstance(t, str):
+                tests.append(t)
+            elif isinstance(t, dict) and "code" in t:
+                tests.append(_text(t["code"], f"tests[{i}].code"))
+            else:
+                raise JobError(f"tests[{i}] of a functional job must be an object with 'code'")
+    time_limit = _number(d, "time_limit_s", DEFAULT_TIME_LIMIT_S, 0.0, MAX_TIME_LIMIT_S)
+    wall = _number(d, "wall_limit_s", 2 * time_limit + 1, 0.0, 4 * MAX_TIME_LIMIT_S)
+    memory = _number(d, "memory_limit_mb", DEFAULT_MEMORY_LIMIT_MB, 16, 1 << 20, integer=True)
+    output = _number(d, "output_limit_mb", DEFAULT_OUTPUT_LIMIT_MB, 0.0, 4096)
+    checker = d.get("checker")
+    if checker is not None:
+        checker = _text(checker, "'checker'")
+        if kind != "stdio":
+            raise JobError("'checker' applies to stdio jobs only")
+    setup = d.get("setup") or ""
+    setup = _text(setup, "'setup'")
+    entry = d.get("entry_point")
+    if entry is not None:
+        entry = _text(entry, "'entry_point'")
+    ret = d.get("return_outputs", False)
+    if not isinstance(ret, bool):
+        raise JobError("'return_outputs' must be true or false")
+    return Job(id=d.get("id"), kind=kind, programs=programs, tests=tests, setup=setup,
+               entry_point=entry, time_limit_s=time_limit, wall_limit_s=wall,
+               memory_limit_mb=memory, output_limit_mb=output, return_outputs=ret,
+               checker=checker)
