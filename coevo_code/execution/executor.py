@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import marshal
 import os
+import secrets
 import select
 import struct
 import tempfile
@@ -146,12 +147,14 @@ class Executor:
             programs importing them, so that the others keep cheap forks.
         chunk_tests: tests per unit of work (smaller spreads slow programs over slots).
         use_uid: run children under a per-slot uid when root (default True).
+        disable: server layers to switch off (``seccomp``, ``landlock``), to test fallbacks.
     """
 
     def __init__(self, slots: int | None = None, launcher: str | Launcher = "auto",
                  allow_unsafe: bool = False, preload: Iterable[str] = DEFAULT_PRELOAD,
                  chunk_tests: int = 8, use_uid: bool = True,
-                 heavy_preload: Iterable[str] = DEFAULT_HEAVY_PRELOAD):
+                 heavy_preload: Iterable[str] = DEFAULT_HEAVY_PRELOAD,
+                 disable: Iterable[str] = ()):
         if slots is None:
             slots = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
                 os.cpu_count() or 1)
@@ -166,6 +169,18 @@ class Executor:
         os.chmod(self._base, 0o711)
         self.slots = [Slot(self.launcher, i, self._base, tuple(preload), use_uid,
                            tuple(heavy_preload)) for i in range(slots)]
+        # Marks every process of this executor (servers and the children they fork share the
+        # command line), so that monitoring and tests can find any that outlived its job.
+        self.token = secrets.token_hex(8)
+        disable = set(disable)
+        unknown = disable - {"seccomp", "landlock"}
+        if unknown:
+            raise ValueError(f"unknown layer(s) to disable: {sorted(unknown)}; "
+                             "choose from seccomp, landlock")
+        for s in self.slots:
+            s.cfg["token"] = self.token
+            for layer in disable:
+                s.cfg[layer] = False
         self._closed = False
         self._start_slots()
         self.isolation = self._isolation_report()
@@ -226,6 +241,14 @@ class Executor:
     def server_pids(self) -> list[int]:
         """Host pids of the slot processes (for tests and monitoring)."""
         return [s.channel.pid for s in self.slots if s.channel is not None]
+
+    def stats(self) -> dict:
+        """Counters summed over slots: ``cells`` is the number of children forked so far."""
+        total = 0
+        for s in self.slots:
+            if s.channel is not None:
+                total += s.call({"op": "stats"}, 10.0).get("cells", 0)
+        return {"cells": total}
 
     def _isolation_report(self) -> dict:
         layers: dict[str, tuple[bool, str]] = {}

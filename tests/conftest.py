@@ -1,0 +1,58 @@
+"""Shared fixtures: executors per launcher, and a way to see every process an executor owns."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from coevo_code.execution import Executor  # noqa: E402
+from coevo_code.execution.launchers import BwrapLauncher  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("COEVO_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def launchers() -> list:
+    """bwrap where it works here (CI installs it), and always the direct launcher."""
+    ok, why = BwrapLauncher().available()
+    return [pytest.param("bwrap", marks=pytest.mark.skipif(not ok, reason=f"bwrap: {why}")),
+            "direct"]
+
+
+@pytest.fixture(scope="module", params=launchers())
+def executor(request):
+    with Executor(slots=2, launcher=request.param) as ex:
+        ex.run([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])  # warm
+        yield ex
+
+
+def owned_processes(ex: Executor) -> list[tuple[int, int]]:
+    """(pid, uid) of every live process carrying the executor's token in its command line:
+    its servers and anything forked from them."""
+    out = []
+    token = ex.token.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            if token not in cmd:
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        state = fields.get("State", "?").split()[0]
+        if state == "Z":
+            continue
+        out.append((int(entry), int(fields["Uid"].split()[0])))
+    return sorted(out)
+
+
+def server_count(ex: Executor) -> int:
+    """How many processes an idle executor owns (bwrap wrappers, servers, sub-servers)."""
+    return len(owned_processes(ex))
