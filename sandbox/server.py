@@ -626,7 +626,7 @@ class Server:
                     out.decode("utf-8", "replace")))
         call = compile("assert check(*%s)" % arg, "check_call.py", "exec", dont_inherit=True)
         outcome, _, status, _ = self.run_cell((max(t, 2.0), max(wall, 5.0), mem, cap), checker,
-                                              None, None, call)
+                                              _EMPTY, None, call)
         if outcome is None and status.startswith(b"OK"):
             return OK
         return WRONG
@@ -817,6 +817,9 @@ class Server:
                 os._exit(CHILD_SETUP_FAILED)
 
 
+_EMPTY = compile("", "setup.py", "exec")
+
+
 def uses_modules(code, roots):
     """Whether compiled code may import one of the top-level modules ``roots`` (import statements
     put the module name in co_names; ``__import__("x")`` and importlib leave it in co_consts)."""
@@ -902,8 +905,8 @@ def compile_test(src):
         return compile("raise SyntaxError('the test does not parse')", "test.py", "exec")
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = tree.body[-1]
-        tree.body[-1] = ast.Assign(targets=[ast.Name("__coevo_value__", ast.Store())],
-                                   value=last.value, lineno=last.lineno, col_offset=last.col_offset)
+        assign = ast.Assign(targets=[ast.Name("__coevo_value__", ast.Store())], value=last.value)
+        tree.body[-1] = ast.copy_location(assign, last)
         ast.fix_missing_locations(tree)
     try:
         return compile(tree, "test.py", "exec", dont_inherit=True)
@@ -969,7 +972,12 @@ def run_in_child(code, setup, test, default_recursion):
     report = b""
     # The program's module frame sits as deep as a fresh interpreter's would: frames of the server
     # below it do not eat into the recursion limit. (+1: the frame of exec() itself.)
-    sys.setrecursionlimit(default_recursion + _depth() + 1)
+    offset = _depth() + 1
+    real_get, real_set = sys.getrecursionlimit, sys.setrecursionlimit
+    real_set(default_recursion + offset)
+    # ... and the program reads and sets the limit as it would there.
+    sys.getrecursionlimit = lambda: real_get() - offset
+    sys.setrecursionlimit = lambda limit: real_set(limit + offset)
     try:
         exec(code, g)
         if test is not None:

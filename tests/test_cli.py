@@ -1,0 +1,77 @@
+"""The ``coevo`` command: execute (files and pipes), doctor, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def coevo(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "coevo_code.cli", *args], input=stdin,
+                          capture_output=True, text=True, timeout=300)
+
+
+JOBS = [
+    {"id": "p1", "kind": "stdio", "programs": ["print(int(input())*2)"],
+     "tests": [{"input": "2\n", "output": "4\n"}], "time_limit_s": 1.0, "memory_limit_mb": 1024},
+    {"id": "p2", "kind": "functional", "entry_point": "add", "setup": "",
+     "programs": ["def add(a, b):\n    return a + b"], "tests": [{"code": "assert add(1, 2) == 3"}]},
+]
+
+
+def test_execute_file_to_file_with_a_bad_line(tmp_path):
+    src = tmp_path / "jobs.jsonl"
+    lines = [json.dumps(JOBS[0]), "{not json", "", json.dumps({"id": "x", "programs": 3}),
+             json.dumps(JOBS[1])]
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out" / "m.jsonl"
+    r = coevo("execute", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    res = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x.get("id") for x in res] == ["p1", None, "x", "p2"]
+    assert res[0] == {"id": "p1", "passed": [[True]], "outcomes": [["ok"]],
+                      "seconds": res[0]["seconds"]}
+    assert "line 2" in res[1]["error"] and "JSON" in res[1]["error"]
+    assert "line 4" in res[2]["error"] and "programs" in res[2]["error"]
+    assert res[3]["passed"] == [[True]]
+    assert "cells/s" in r.stderr and "start-up" in r.stderr
+
+
+def test_execute_stdin_to_stdout():
+    r = coevo("execute", "-", "-o", "-", "-q", stdin="".join(json.dumps(j) + "\n" for j in JOBS))
+    assert r.returncode == 0, r.stderr
+    res = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [x["passed"] for x in res] == [[[True]], [[True]]]
+
+
+def test_execute_bundled_example(tmp_path):
+    out = tmp_path / "m.jsonl"
+    r = coevo("execute", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    res = {x["id"]: x for x in map(json.loads, out.read_text().splitlines())}
+    assert res["a-plus-b"]["passed"][0] == [True] * 4
+    assert res["a-plus-b"]["outcomes"][4] == ["timeout"] * 4
+    assert res["hostile"]["passed"] == [[True], [False], [False], [False]]  # rm -rf / failed
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["execute", "/no/such/file.jsonl"], "no such jobs file"),
+    (["execute", "--slots", "0"], "--slots"),
+    (["execute", "--launcher", "nope"], "invalid choice"),
+])
+def test_errors_are_one_line(args, msg):
+    r = coevo(*args)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]  # argparse prints its usage above
+    assert msg in last and last.startswith("coevo")
+
+
+def test_doctor_reports_layers():
+    r = coevo("doctor")
+    assert r.returncode == 0, r.stderr
+    for layer in ("seccomp", "landlock", "rlimits", "uid"):
+        assert layer in r.stdout
+    assert "[on ] seccomp" in r.stdout

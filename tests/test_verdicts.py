@@ -1,0 +1,205 @@
+"""Verdicts: what passes, what fails and with which outcome, and what a program sees."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+A_PLUS_B = [{"input": "1 2\n", "output": "3\n"}, {"input": "-5 5\n", "output": "0\n"},
+            {"input": "1000000000 1000000000\n", "output": "2000000000\n"}]
+
+CORRECT = {
+    "input": "a, b = map(int, input().split())\nprint(a + b)",
+    "readline": "import sys\na, b = map(int, sys.stdin.readline().split())\nprint(a + b)",
+    "read": "import sys\nprint(sum(map(int, sys.stdin.read().split())))",
+    "buffer": "import sys\nprint(sum(int(x) for x in sys.stdin.buffer.read().split()))",
+    "open0": "print(sum(map(int, open(0).read().split())))",
+    "open0_bytes": "print(sum(map(int, open(0, 'rb').read().split())))",
+    "iterate_stdin": "import sys\nfor line in sys.stdin:\n    print(sum(map(int, line.split())))",
+    "numpy": "import numpy as np\nprint(int(np.array(input().split(), dtype=np.int64).sum()))",
+    "numpy_from_import": "from numpy import array\nprint(int(array(input().split(), dtype=int).sum()))",
+    "end_spaces": "a, b = map(int, input().split())\nprint(a + b, end='  \\n\\n')",
+    "sys_exit_0_after": "import sys\nprint(sum(map(int, input().split())))\nsys.exit(0)",
+    "exit_builtin_after": "print(sum(map(int, input().split())))\nexit()",
+    "quit_builtin_after": "print(sum(map(int, input().split())))\nquit()",
+    "main_guard": "def main():\n    print(sum(map(int, input().split())))\n\n"
+                  "if __name__ == '__main__':\n    main()",
+    "threads": "import threading\nr = []\nt = threading.Thread(target=lambda: r.append("
+               "sum(map(int, input().split()))))\nt.start()\nt.join()\nprint(r[0])",
+    "thread_after_main": "import threading, sys\nthreading.stack_size(1 << 26)\n"
+                         "def main():\n    print(sum(map(int, input().split())))\n"
+                         "threading.Thread(target=main).start()",
+    "atexit_print": "import atexit\natexit.register(lambda: print(sum(map(int, input().split()))))",
+    "lazy_stdlib_import": "import fractions, queue, heapq, traceback\n"
+                          "print(sum(map(int, input().split())))",
+    "write_in_workdir": "open('scratch.txt', 'w').write(input())\n"
+                        "print(sum(map(int, open('scratch.txt').read().split())))",
+}
+
+FAILING = {
+    "wrong": ("a, b = map(int, input().split())\nprint(a - b)", "wrong_answer"),
+    "float_for_int": ("a, b = map(int, input().split())\nprint(float(a + b))", "wrong_answer"),
+    "extra_label": ("a, b = map(int, input().split())\nprint('Answer:', a + b)", "wrong_answer"),
+    "no_output": ("a, b = map(int, input().split())", "wrong_answer"),
+    "exception": ("print(1 // 0)", "runtime_error"),
+    "eof": ("input()\ninput()\nprint(3)", "runtime_error"),
+    "syntax": ("print(1 +", "syntax_error"),
+    "indentation": ("if True:\nprint(1)", "syntax_error"),
+    "null_byte": ("print(1)\x00", "syntax_error"),
+    "exit_1": ("import sys\nprint(sum(map(int, input().split())))\nsys.exit(1)", "runtime_error"),
+    "exit_message": ("import sys\nsys.exit('bye')", "runtime_error"),
+    "recursion": ("def f(n):\n    return f(n + 1)\nf(0)", "runtime_error"),
+    "segfault": ("import ctypes\nctypes.string_at(0)", "runtime_error"),
+    "abort": ("import os\nos.abort()", "runtime_error"),
+}
+
+
+def run1(ex, program, tests=A_PLUS_B, **job):
+    return ex.run([{"programs": [program], "tests": tests, **job}])[0]
+
+
+@pytest.mark.parametrize("name", list(CORRECT))
+def test_correct_programs_pass(executor, name):
+    tests = A_PLUS_B[:1] if name == "iterate_stdin" else A_PLUS_B
+    res = run1(executor, CORRECT[name], tests)
+    assert res["outcomes"] == [["ok"] * len(tests)], res
+
+
+@pytest.mark.parametrize("name", list(FAILING))
+def test_failing_programs_fail_with_their_outcome(executor, name):
+    program, outcome = FAILING[name]
+    res = run1(executor, program)
+    assert res["outcomes"] == [[outcome] * 3], res
+    assert res["passed"] == [[False] * 3]
+
+
+def test_syntax_error_fails_its_row_without_running(executor):
+    before = executor.stats()["cells"]
+    res = run1(executor, "def f(:\n    pass", [{"input": "", "output": ""}] * 50)
+    assert res["outcomes"] == [["syntax_error"] * 50]
+    assert executor.stats()["cells"] == before  # nothing was forked
+
+
+def test_whitespace_rule_is_token_equality(executor):
+    tests = [{"input": "", "output": "1 2\n3\n"}]
+    progs = ["print('1  2   3')", "print('1\\t2\\n\\n3   ')", "print('1 23')", "print('1 2 3 4')"]
+    res = executor.run([{"programs": progs, "tests": tests}])[0]
+    assert res["outcomes"] == [["ok"], ["ok"], ["wrong_answer"], ["wrong_answer"]]
+
+
+def test_matrix_shape_and_mixed_rows(executor):
+    progs = [CORRECT["input"], "a, b = map(int, input().split())\nprint(abs(a) + abs(b))",
+             FAILING["syntax"][0]]
+    res = executor.run([{"id": "m", "programs": progs, "tests": A_PLUS_B}])[0]
+    assert res["id"] == "m"
+    assert res["passed"] == [[True] * 3, [True, False, True], [False] * 3]
+    assert len(res["outcomes"]) == 3 and all(len(r) == 3 for r in res["outcomes"])
+    assert res["seconds"] >= 0
+
+
+def _fresh(program: str) -> str:
+    return subprocess.run([sys.executable, "-I", "-c", program], capture_output=True,
+                          text=True, timeout=60).stdout
+
+
+def test_program_sees_what_a_fresh_interpreter_shows(executor):
+    probe = ("import sys\ndef depth(n):\n    try:\n        return depth(n + 1)\n"
+             "    except RecursionError:\n        return n\n"
+             "print(__name__, len(sys.argv), depth(0), sys.getrecursionlimit(),"
+             " sys.stdin.encoding, sys.stdout.encoding)")
+    res = run1(executor, probe, [{"input": "", "output": ""}], return_outputs=True)
+    got = res["outputs"][0][0].split()
+    want = _fresh(probe).split()
+    assert got[0] == "__main__" and got[1] == "1"
+    assert got[2] == want[2], "recursion room differs from a fresh interpreter"
+    assert got[3] == want[3]
+    assert [g.lower().replace("-", "") for g in got[4:]] == ["utf8", "utf8"]
+
+
+def test_randomness_differs_between_cells(executor):
+    prog = "import random\nimport numpy as np\nprint(random.random(), np.random.rand())"
+    res = run1(executor, prog, [{"input": "", "output": ""}] * 4, return_outputs=True)
+    outs = res["outputs"][0]
+    assert len(set(outs)) == 4, outs
+
+
+# ---- functional jobs -------------------------------------------------------------------------
+def test_functional_semantics(executor):
+    job = {"kind": "functional", "entry_point": "add", "setup": "import math\nOFFSET = 0",
+           "programs": ["def add(a, b):\n    return a + b + OFFSET",
+                        "def add(a, b):\n    return a * b",
+                        "def add(a, b):\n    raise ValueError('no')",
+                        "def add(a, b):\n    return a + b\nprint('noise')",
+                        "x = (", ""],
+           "tests": [{"code": "assert add(1, 2) == 3"}, {"code": "assert add(2, 2) == 4"},
+                     {"code": "assert math.isclose(add(0.1, 0.2), 0.3)"}],
+           "return_outputs": True}
+    res = executor.run([job])[0]
+    assert res["outcomes"] == [["ok", "ok", "ok"],
+                               ["wrong_answer", "ok", "wrong_answer"],
+                               ["runtime_error"] * 3,
+                               ["ok", "ok", "ok"],
+                               ["syntax_error"] * 3,
+                               ["runtime_error"] * 3]
+
+
+def test_functional_outputs_are_the_value_of_the_last_expression(executor):
+    job = {"kind": "functional", "programs": ["def f(x):\n    return [x, str(x)]"],
+           "tests": [{"code": "f(1)"}, {"code": "y = 2\nf(y)"}, {"code": "assert f(3)"}],
+           "return_outputs": True}
+    res = executor.run([job])[0]
+    assert res["outcomes"] == [["ok", "ok", "ok"]]
+    assert res["outputs"] == [["[1, '1']", "[2, '2']", ""]]
+
+
+def test_humaneval_style_check(executor):
+    prog = "def incr(xs):\n    return [x + 1 for x in xs]"
+    test = "def check(candidate):\n    assert candidate([1, 2]) == [2, 3]\n\ncheck(incr)"
+    res = executor.run([{"kind": "functional", "programs": [prog], "tests": [test]}])[0]
+    assert res["outcomes"] == [["ok"]]
+
+
+# ---- checkers, outputs, limits ------------------------------------------------------------------
+CHECKER = ("def check(input, expected, actual):\n"
+           "    n = int(input)\n    a, b = map(int, actual.split())\n"
+           "    return a + b == n and a >= 0 and b >= 0\n")
+
+
+def test_checker_accepts_any_valid_answer(executor):
+    progs = ["n = int(input())\nprint(0, n)", "n = int(input())\nprint(n, 0)",
+             "n = int(input())\nprint(n, 1)", "print('x y')"]
+    res = executor.run([{"programs": progs, "tests": [{"input": "5\n", "output": "2 3\n"}],
+                         "checker": CHECKER}])[0]
+    assert res["outcomes"] == [["ok"], ["ok"], ["wrong_answer"], ["wrong_answer"]]
+
+
+def test_return_outputs(executor):
+    res = run1(executor, "print(input().upper())", [{"input": "abc\n", "output": "ABC"}],
+               return_outputs=True)
+    assert res["outputs"] == [["ABC\n"]]
+    assert "outputs" not in run1(executor, "print(1)", [{"input": "", "output": "1"}])
+
+
+def test_limits_are_per_job(executor):
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5:\n    pass\nprint(1)"
+    one = [{"input": "", "output": "1"}]
+    assert run1(executor, busy, one)["outcomes"] == [["ok"]]
+    assert run1(executor, busy, one, time_limit_s=0.2)["outcomes"] == [["timeout"]]
+    alloc = "x = bytearray(200 * 1024 * 1024)\nprint(1)"
+    assert run1(executor, alloc, one)["outcomes"] == [["ok"]]
+    assert run1(executor, alloc, one, memory_limit_mb=64)["outcomes"] == [["memory_limit"]]
+    big = "print('x' * 3_000_000)\nprint(1)"
+    assert run1(executor, big, [{"input": "", "output": "x" * 3_000_000 + "\n1"}])[
+        "outcomes"] == [["ok"]]  # legitimate outputs of a few MB pass
+    assert run1(executor, big, one, output_limit_mb=1)["outcomes"] == [["output_limit"]]
+
+
+def test_sleeping_program_ends_by_the_wall_clock(executor):
+    sleeper = "import time\ntime.sleep(2)\nprint(1)"
+    one = [{"input": "", "output": "1"}]
+    # 2 s asleep uses no CPU: within the 1 s CPU limit and the 3 s default wall cap
+    assert run1(executor, sleeper, one)["outcomes"] == [["ok"]]
+    assert run1(executor, "import time\ntime.sleep(60)", one)["outcomes"] == [["timeout"]]
+    assert run1(executor, sleeper, one, wall_limit_s=1.0)["outcomes"] == [["timeout"]]
