@@ -321,6 +321,8 @@ class Server:
             os.chown(self.work, self.uid, self.uid)
         os.chmod(self.work, 0o700)
         self.counter = 0
+        self.recursion_adjust = 0
+        fresh_depth = _fresh_depth()  # before seccomp forbids exec
         # The child's stdout and status channels: one memfd each, emptied after every cell.
         self.out_fd = os.memfd_create("stdout", os.MFD_CLOEXEC)
         self.st_fd = os.memfd_create("status", os.MFD_CLOEXEC)
@@ -337,9 +339,24 @@ class Server:
         self.heavy = list(cfg.get("heavy_preload", []))
         self.heavy_roots = frozenset(m.split(".")[0] for m in self.heavy)
         self.sub = None
+        self.fresh_depth = fresh_depth
         if self.heavy:
             self._start_sub()
         self._freeze()
+
+    def _calibrate_recursion(self, fresh_depth):
+        """Give programs the recursion room of a fresh interpreter: run the probe through a real
+        cell and correct by the difference (CPython versions count exec()'s own frame
+        differently)."""
+        self.recursion_adjust = 0
+        if fresh_depth is None:
+            return
+        code = compile(_DEPTH_PROBE, "main.py", "exec", dont_inherit=True)
+        outcome, out, _, _ = self.run_cell((5.0, 20.0, 1024, 1 << 20), code, None, b"", None)
+        try:
+            self.recursion_adjust = fresh_depth - int(out)
+        except ValueError:
+            self.recursion_adjust = 0
 
     def _freeze(self):
         global _STREAMS
@@ -546,6 +563,9 @@ class Server:
 
     # ---- the loop ------------------------------------------------------------------------------
     def serve(self):
+        # Calibrated here, in the very call context of the cells to come (a server serving from
+        # inside a constructor has an extra C-level call counted against its limit on 3.10/3.11).
+        self._calibrate_recursion(self.fresh_depth)
         send(self.wfd, self.hello())
         while True:
             try:
@@ -649,7 +669,7 @@ class Server:
         if pid == 0:  # ------------------------------------------------------------- the child
             try:
                 self._child(wdir, in_fd, out_fd, st_fd, time_limit, mem_mb, vm_now, out_cap)
-                run_in_child(code, setup, test, self.default_recursion)
+                run_in_child(code, setup, test, self.default_recursion, self.recursion_adjust)
             finally:
                 os._exit(CHILD_SETUP_FAILED)
         # ------------------------------------------------------------------------------ the parent
@@ -820,6 +840,21 @@ class Server:
 _EMPTY = compile("", "setup.py", "exec")
 
 
+_DEPTH_PROBE = ("def depth(n):\n    try:\n        return depth(n + 1)\n"
+                "    except RecursionError:\n        return n\nprint(depth(0))\n")
+
+
+def _fresh_depth():
+    """How deep a fresh ``python -I`` lets a program recurse (None if it cannot be run)."""
+    import subprocess
+    try:
+        r = subprocess.run([sys.executable, "-I", "-c", _DEPTH_PROBE], capture_output=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        return int(r.stdout)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
 def uses_modules(code, roots):
     """Whether compiled code may import one of the top-level modules ``roots`` (import statements
     put the module name in co_names; ``__import__("x")`` and importlib leave it in co_consts)."""
@@ -946,7 +981,7 @@ def _depth():
     return d
 
 
-def run_in_child(code, setup, test, default_recursion):
+def run_in_child(code, setup, test, default_recursion, adjust=0):
     """Run the program as ``python main.py`` would, then (functional) the setup and the test in the
     same namespace. Reports on fd 3: ``OK<repr>`` after a functional test ran to its end,
     ``ASSERT`` / ``MEM`` / ``EXC <name>`` on failure. Never returns."""
@@ -971,8 +1006,9 @@ def run_in_child(code, setup, test, default_recursion):
     status = 0
     report = b""
     # The program's module frame sits as deep as a fresh interpreter's would: frames of the server
-    # below it do not eat into the recursion limit. (+1: the frame of exec() itself.)
-    offset = _depth() + 1
+    # below it do not eat into the recursion limit (+1 for exec(), corrected by the server's
+    # calibration against a fresh interpreter where a CPython version counts it otherwise).
+    offset = _depth() + 1 + adjust
     real_get, real_set = sys.getrecursionlimit, sys.setrecursionlimit
     real_set(default_recursion + offset)
     # ... and the program reads and sets the limit as it would there.

@@ -116,6 +116,10 @@ def test_program_sees_what_a_fresh_interpreter_shows(executor):
     assert got[2] == want[2], "recursion room differs from a fresh interpreter"
     assert got[3] == want[3]
     assert [g.lower().replace("-", "") for g in got[4:]] == ["utf8", "utf8"]
+    # the same in the numpy sub-server, whose call stack differs
+    with_numpy = "import numpy\n" + probe
+    res = run1(executor, with_numpy, [{"input": "", "output": ""}], return_outputs=True)
+    assert res["outputs"][0][0].split()[2:4] == _fresh(with_numpy).split()[2:4]
 
 
 def test_randomness_differs_between_cells(executor):

@@ -292,7 +292,16 @@ class Executor:
                            [[""] * t for _ in range(n)] if job.return_outputs else None, 0)
             states.append(st)
             results.append(None)
-            units.extend(self._units(len(states) - 1, job, st))
+        # Units of up to chunk_tests tests; on small batches, smaller ones, so that a slow row
+        # (an infinite loop times every one of its tests) spreads over all slots.
+        want = 4 * len(self.slots)
+        chunk = self.chunk_tests
+        big = sum(st.job.shape[0] * -(-st.job.shape[1] // chunk) for st in states if st) >= want
+        for i, st in enumerate(states):
+            if st is not None:
+                n, t = st.job.shape
+                size = chunk if big else max(1, min(chunk, -(-n * t // want)))
+                units.extend(self._units(i, st.job, st, size))
         order = iter(units)
         lock = threading.Lock()
 
@@ -324,11 +333,10 @@ class Executor:
             results[i] = res
         return results  # type: ignore[return-value]
 
-    def _units(self, index: int, job: Job, st: _JobState) -> list[_Unit]:
+    def _units(self, index: int, job: Job, st: _JobState, size: int) -> list[_Unit]:
         n, t = job.shape
         if t == 0:
             return []
-        size = self.chunk_tests
         out = []
         for p, program in enumerate(job.programs):
             for a in range(0, t, size):

@@ -1,0 +1,125 @@
+"""Isolation layers: what is reported, fallbacks, privilege dropping, restarts, clean shutdown."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+import pytest
+
+from coevo_code.execution import Executor
+from conftest import owned_processes
+
+import importlib.util
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "coevo_sandbox_server", Path(__file__).resolve().parents[1] / "sandbox" / "server.py")
+server = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(server)
+
+ONE = [{"input": "", "output": "ok"}]
+needs_landlock = pytest.mark.skipif(server.landlock_abi() < 1, reason="kernel without Landlock")
+
+
+@needs_landlock
+def test_layers_are_reported_active(executor):
+    layers = executor.isolation["layers"]
+    for name in ("seccomp", "landlock", "rlimits", "subreaper"):
+        assert layers[name][0], (name, layers[name])
+    if executor.isolation["launcher"] == "bwrap":
+        assert layers["bubblewrap"][0]
+        if os.geteuid() == 0:
+            assert layers["uid"][0]
+
+
+def test_fallback_is_layer_by_layer_and_says_so(caplog):
+    with caplog.at_level(logging.WARNING):
+        with Executor(slots=1, launcher="direct", disable=("landlock",)) as ex:
+            layers = ex.isolation["layers"]
+            assert not layers["landlock"][0] and "disabled" in layers["landlock"][1]
+            assert layers["seccomp"][0]
+            # seccomp still holds what it holds
+            res = ex.run([{"programs": ["import os\nos.fork()\nprint('ok')",
+                                        "import socket\nsocket.socket()\nprint('ok')"],
+                           "tests": ONE}])[0]
+            assert res["outcomes"] == [["runtime_error"], ["runtime_error"]]
+    assert "landlock" in caplog.text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="per-slot uids need root")
+def test_children_hold_no_privilege(executor):
+    probe = ("import os\nprint(os.getuid(), os.getgid())\n"
+             "os.chown('.', 12345, 12345)\nprint('ok')")  # needs CAP_CHOWN
+    res = executor.run([{"programs": [probe], "tests": ONE, "return_outputs": True}])[0]
+    assert res["outcomes"] == [["runtime_error"]]
+    uid = int(res["outputs"][0][0].split()[0]) if res["outputs"][0][0] else None
+    if executor.isolation["layers"]["uid"][0]:
+        assert uid is None or uid >= 61000
+
+
+def test_work_dir_is_private_and_removed(executor):
+    prog = ("import os\nopen('mine.txt', 'w').write('x')\nos.mkdir('sub')\n"
+            "open('sub/deep.txt', 'w').write('y')\nprint(sorted(os.listdir('.')))")
+    res = executor.run([{"programs": [prog] * 3, "tests": ONE * 3, "return_outputs": True}])[0]
+    # every cell starts in an empty directory of its own
+    assert {o for row in res["outputs"] for o in row} == {"['mine.txt', 'sub']\n"}
+    if executor.isolation["launcher"] == "direct":
+        for slot in executor.slots:
+            left = [p for p in Path(slot.cfg["workdir"]).rglob("*") if p.name != "heavy"]
+            assert left == []
+
+
+def test_a_dead_server_is_replaced(tmp_path):
+    with Executor(slots=1, launcher="direct") as ex:
+        pid = ex.server_pids()[0]
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+        res = ex.run([{"programs": ["print(input())"], "tests": [{"input": "7", "output": "7"}] * 3}])
+        assert res[0]["outcomes"] == [["ok"] * 3]
+        assert ex.server_pids()[0] != pid
+
+
+def test_close_leaves_no_process():
+    ex = Executor(slots=2, launcher="auto")
+    ex.run([{"programs": ["import numpy\nprint(1)", "print(1)"], "tests": ONE}])
+    assert owned_processes(ex)  # servers, numpy sub-servers
+    ex.close()
+    deadline = time.time() + 5
+    while owned_processes(ex) and time.time() < deadline:
+        time.sleep(0.05)
+    assert owned_processes(ex) == []
+
+
+def test_numpy_programs_run_in_the_heavy_sub_server(executor):
+    code = compile("import numpy as np\nprint(np.zeros(2).sum())", "m", "exec")
+    assert server.uses_modules(code, {"numpy"})
+    assert server.uses_modules(compile("__import__('numpy.linalg')", "m", "exec"), {"numpy"})
+    assert not server.uses_modules(compile("import math\nnp = 1", "m", "exec"), {"numpy"})
+    res = executor.run([{"programs": ["import numpy as np\nprint(np.arange(4).sum())"],
+                         "tests": [{"input": "", "output": "6"}] * 3}])[0]
+    assert res["outcomes"] == [["ok"] * 3]
+    assert "numpy" in executor.isolation["preloaded"]
+
+
+def test_seccomp_filter_shape():
+    prog, arr, _, _ = server.build_filter([41, 59], enosys=[435], check_clone=True)
+    ins = [(arr[i].code, arr[i].jt, arr[i].jf, arr[i].k) for i in range(prog.len)]
+    assert ins[1][3] == server.AUDIT_ARCH_X86_64 and ins[2][3] == server.SECCOMP_RET_KILL_PROCESS
+    for i, (code, jt, jf, k) in enumerate(ins):  # every jump lands inside the program
+        if code in (0x15, 0x35, 0x45):
+            assert i + 1 + jt < len(ins) and i + 1 + jf < len(ins)
+
+
+def test_docker_launcher_runs_a_job_where_an_engine_answers():
+    from coevo_code.execution.launchers import DockerLauncher
+    ok, why = DockerLauncher().available()
+    if not ok:
+        pytest.skip(f"docker launcher unavailable here: {why}")
+    with Executor(slots=1, launcher="docker") as ex:
+        res = ex.run([{"programs": ["print(input())", "import os\nos.fork()"],
+                       "tests": [{"input": "7", "output": "7"}]}])[0]
+        assert res["outcomes"] == [["ok"], ["runtime_error"]]
+        assert ex.isolation["layers"]["container"][0]
