@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -48,14 +47,14 @@ def cmd_execute(args) -> int:
         if not path.is_file():
             _die(f"no such jobs file: {args.jobs}")
         src = path.open(encoding="utf-8", errors="surrogateescape")
+    t_start = time.monotonic()
+    ex = _executor(args)  # before the output is opened: a refusal leaves no empty file behind
+    t_ready = time.monotonic()
     if args.output == "-":
         out = sys.stdout
     else:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         out = open(args.output, "w", encoding="utf-8")
-    t_start = time.monotonic()
-    ex = _executor(args)
-    t_ready = time.monotonic()
     show = not args.quiet and sys.stderr.isatty() or args.progress
     bar = tqdm(total=0, unit="cell", disable=not show, file=sys.stderr)
     n_jobs = n_cells = n_err = 0
@@ -127,7 +126,7 @@ def cmd_doctor(args) -> int:
           f"preloaded: {', '.join(rep['preloaded'])}")
     ok, why = BwrapLauncher().available()
     dok, dwhy = DockerLauncher().available()
-    print(f"available launchers: direct, " + ", ".join(
+    print("available launchers: direct, " + ", ".join(
         x for x, y in (("bwrap", ok), ("docker", dok)) if y))
     width = max(len(k) for k in rep["layers"])
     bad = 0

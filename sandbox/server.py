@@ -26,6 +26,7 @@ import os
 import resource
 import select
 import signal
+import stat
 import struct
 import sys
 import time
@@ -245,15 +246,13 @@ def build_landlock(abi, read_paths, write_dirs, dev_files):
     rw_file = LL_FS_READ_FILE | LL_FS_WRITE_FILE | (LL_FS_TRUNCATE if abi >= 3 else 0)
     notes = []
 
-    def add(path, rights, file_ok):
+    def add(path, rights):
         try:
             pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except OSError:
             return
         try:
-            import stat as _stat
-            is_dir = _stat.S_ISDIR(os.fstat(pfd).st_mode)
-            if not is_dir:
+            if not stat.S_ISDIR(os.fstat(pfd).st_mode):  # a file takes only file rights
                 rights &= (LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE
                            | LL_FS_IOCTL_DEV)
             rule = _PathBeneath(rights & fs, pfd)
@@ -264,11 +263,11 @@ def build_landlock(abi, read_paths, write_dirs, dev_files):
             os.close(pfd)
 
     for p in read_paths:
-        add(p, read_rights, True)
+        add(p, read_rights)
     for p in write_dirs:
-        add(p, fs, False)
+        add(p, fs)
     for p in dev_files:
-        add(p, rw_file, True)
+        add(p, rw_file)
     return fd, notes
 
 
@@ -831,8 +830,8 @@ class Server:
             if self.seccomp is not None:
                 install_seccomp(self.seccomp)
         except BaseException as e:
-            try:
-                os.write(3, b"SETUP %s: %s" % (type(e).__name__.encode(), str(e).encode()))
+            try:  # st_fd itself: before the dup2, fd 3 may be one of the server's own pipes
+                os.write(st_fd, b"SETUP %s: %s" % (type(e).__name__.encode(), str(e).encode()))
             finally:
                 os._exit(CHILD_SETUP_FAILED)
 

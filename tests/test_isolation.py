@@ -123,3 +123,21 @@ def test_docker_launcher_runs_a_job_where_an_engine_answers():
                        "tests": [{"input": "7", "output": "7"}]}])[0]
         assert res["outcomes"] == [["ok"], ["runtime_error"]]
         assert ex.isolation["layers"]["container"][0]
+
+
+def test_concurrent_runs_from_threads_do_not_mix(executor):
+    import threading
+    results = {}
+
+    def go(k):
+        job = {"id": k, "programs": [f"print(int(input()) + {k})"] * 3,
+               "tests": [{"input": str(i), "output": str(i + k)} for i in range(6)]}
+        results[k] = executor.run([job])[0]
+
+    threads = [threading.Thread(target=go, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(4):
+        assert results[k]["id"] == k and results[k]["passed"] == [[True] * 6] * 3

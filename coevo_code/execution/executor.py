@@ -13,7 +13,6 @@ import logging
 import marshal
 import os
 import secrets
-import select
 import struct
 import tempfile
 import threading
@@ -93,16 +92,10 @@ class Slot:
     def _read_exact(self, n: int, deadline: float) -> bytes:
         chunks = []
         while n:
-            if not isinstance(self.channel.rfd, int) or self.channel.pid < 0:
-                b = self.channel.read(n)  # docker: blocking socket
-            else:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise SlotDied("no answer before the deadline")
-                r, _, _ = select.select([self.channel.rfd], [], [], left)
-                if not r:
-                    raise SlotDied("no answer before the deadline")
-                b = self.channel.read(min(n, 1 << 20))
+            try:
+                b = self.channel.read(min(n, 1 << 20), deadline - time.monotonic())
+            except TimeoutError:
+                raise SlotDied("no answer before the deadline") from None
             if not b:
                 raise SlotDied("the server closed its pipe")
             chunks.append(b)
@@ -128,7 +121,6 @@ class _JobState:
     job: Job
     outcomes: list
     outputs: list | None
-    pending: int
     t0: float = 0.0
     t1: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -182,6 +174,7 @@ class Executor:
             for layer in disable:
                 s.cfg[layer] = False
         self._closed = False
+        self._run_lock = threading.Lock()
         self._start_slots()
         self.isolation = self._isolation_report()
         active = [k for k, (on, _) in self.isolation["layers"].items() if on and k in _PROTECTIVE]
@@ -245,9 +238,10 @@ class Executor:
     def stats(self) -> dict:
         """Counters summed over slots: ``cells`` is the number of children forked so far."""
         total = 0
-        for s in self.slots:
-            if s.channel is not None:
-                total += s.call({"op": "stats"}, 10.0).get("cells", 0)
+        with self._run_lock:
+            for s in self.slots:
+                if s.channel is not None:
+                    total += s.call({"op": "stats"}, 10.0).get("cells", 0)
         return {"cells": total}
 
     def _isolation_report(self) -> dict:
@@ -273,7 +267,12 @@ class Executor:
         """Run every job; one result dict per job, in order (see ``docs/EXECUTION.md``).
 
         ``progress``, if given, is called with the number of cells finished after each unit.
+        Calls from several threads are served one after the other (each uses every slot).
         """
+        with self._run_lock:
+            return self._run(jobs, progress)
+
+    def _run(self, jobs, progress) -> list[dict]:
         if self._closed:
             raise RuntimeError("this Executor is closed")
         results: list[dict | None] = []
@@ -289,7 +288,7 @@ class Executor:
                 continue
             n, t = job.shape
             st = _JobState(job, [[None] * t for _ in range(n)],
-                           [[""] * t for _ in range(n)] if job.return_outputs else None, 0)
+                           [[""] * t for _ in range(n)] if job.return_outputs else None)
             states.append(st)
             results.append(None)
         # Units of up to chunk_tests tests; on small batches, smaller ones, so that a slow row
@@ -354,7 +353,6 @@ class Executor:
                 checker_wall = max(job.wall_limit_s, 5.0) if job.checker else 0.0
                 budget = (b - a) * (job.wall_limit_s + checker_wall + 1.0) + 10.0
                 out.append(_Unit(index, p, a, b, req, budget))
-                st.pending += 1
         return out
 
     def _run_unit(self, slot: Slot, unit: _Unit, st: _JobState) -> None:
@@ -382,7 +380,6 @@ class Executor:
             st.outcomes[unit.program][unit.start:unit.stop] = outcomes
             if st.outputs is not None and res and res.get("outputs") is not None:
                 st.outputs[unit.program][unit.start:unit.stop] = res["outputs"]
-            st.pending -= 1
             st.t1 = max(st.t1, time.monotonic())
 
 

@@ -8,7 +8,7 @@ line yields one result with ``error`` and never stops the other jobs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 OUTCOMES = ("ok", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit",
@@ -41,7 +41,6 @@ class Job:
     output_limit_mb: float = DEFAULT_OUTPUT_LIMIT_MB
     return_outputs: bool = False
     checker: str | None = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def shape(self) -> tuple[int, int]:

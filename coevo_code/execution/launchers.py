@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import struct
@@ -89,7 +90,11 @@ class Channel:
         while view:
             view = view[os.write(self.wfd, view):]
 
-    def read(self, n: int) -> bytes:
+    def read(self, n: int, timeout: float) -> bytes:
+        """Up to n bytes; b"" when the server closed its end; TimeoutError past ``timeout``."""
+        r, _, _ = select.select([self.rfd], [], [], max(0.0, timeout))
+        if not r:
+            raise TimeoutError
         return os.read(self.rfd, n)
 
     def alive(self) -> bool:
@@ -256,11 +261,10 @@ class DockerLauncher(Launcher):
 
     def available(self):
         try:
-            import docker  # noqa: F401
+            import docker
         except ImportError:
             return False, "the docker SDK is not installed (pip install docker)"
         try:
-            import docker
             self._client = docker.from_env(timeout=5)
             self._client.ping()
         except Exception as e:  # noqa: BLE001 - any failure means no engine
@@ -310,14 +314,18 @@ class DockerChannel(Channel):
     def write(self, data):
         self.sock.sendall(data)
 
-    def read(self, n):
+    def read(self, n, timeout):
+        self.sock.settimeout(max(0.001, timeout))
         while True:
             if self._buf and self._left:
                 k = min(n, len(self._buf), self._left)
                 out, self._buf = self._buf[:k], self._buf[k:]
                 self._left -= k
                 return out
-            chunk = self.sock.recv(1 << 20)
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except OSError as e:  # socket.timeout is an OSError
+                raise TimeoutError from e
             if not chunk:
                 return b""
             self._buf += chunk
