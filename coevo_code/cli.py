@@ -148,6 +148,37 @@ def cmd_doctor(args) -> int:
     return 0
 
 
+def cmd_tasks_check(args) -> int:
+    """Load a dataset, report what was loaded, run its reference solutions."""
+    from tqdm import tqdm
+
+    from .tasks import LoaderError, check_tasks, load_tasks
+
+    ex = _executor(args)
+    try:
+        options = {}
+        if args.split:
+            options["split"] = args.split
+        if args.limit is not None:
+            if args.name.lower() not in ("humanevalplus", "mbppplus"):
+                _die("--limit applies to humanevalplus and mbppplus")
+            options.update(limit=args.limit, seed=args.seed)
+        if args.name.lower() in ("humanevalplus", "mbppplus"):
+            options["executor"] = ex
+        try:
+            ts = load_tasks(args.name, args.path, **options)
+        except LoaderError as e:
+            _die(str(e))
+        print(ts.summary())
+        cells = sum(len(t.tests) for t in ts if t.references)
+        with tqdm(total=cells, unit="cell", disable=args.quiet, file=sys.stderr) as bar:
+            report = check_tasks(ts, ex, progress=bar.update)
+    finally:
+        ex.close()
+    print(report.summary())
+    return 0 if not report.failed else 1
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="coevo", description="Co-evolving coders and unit testers.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -175,6 +206,21 @@ def main(argv=None) -> int:
     d = sub.add_parser("doctor", help="show which sandbox layers are active and how to fix others")
     sandbox_flags(d)
     d.set_defaults(func=cmd_doctor)
+
+    t = sub.add_parser("tasks", help="datasets: load and check them")
+    tsub = t.add_subparsers(dest="tasks_cmd", required=True)
+    c = tsub.add_parser("check", help="run a dataset's reference solutions through the sandbox")
+    c.add_argument("name", help="humaneval, humanevalplus, mbpp, mbppplus, codecontests, "
+                                "codeforces, livecodebench, livebench or cure")
+    c.add_argument("--path", help="a local file (default: the public source: hub id or package)")
+    c.add_argument("--split", help="split (mbpp: prompt/test/validation/train; hub sets)")
+    c.add_argument("--limit", type=int, help="humanevalplus/mbppplus: check a seeded sample")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--slots", type=int, default=None)
+    c.add_argument("--allow-unsafe", action="store_true")
+    c.add_argument("-q", "--quiet", action="store_true")
+    sandbox_flags(c)
+    c.set_defaults(func=cmd_tasks_check)
 
     args = p.parse_args(argv)
     if getattr(args, "slots", None) is not None and args.slots < 1:

@@ -1,0 +1,110 @@
+"""The task model: a problem, its gold tests kept in their native form, and how to run them.
+
+Stdio tests are ``{input, output}`` pairs; functional tests are code (run after the program and
+the task's ``setup`` in one namespace, pass = no exception). Nothing is rewritten across kinds:
+CURE's conversion of functional tasks into stdio loses information on some inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+
+class LoaderError(ValueError):
+    """A dataset that cannot be loaded; the message names the record or the way out."""
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One test. Stdio: ``input`` and ``output``. Functional: ``code``."""
+
+    input: str | None = None
+    output: str | None = None
+    code: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "functional" if self.code is not None else "stdio"
+
+    def to_job(self) -> dict:
+        return {"code": self.code} if self.code is not None else {"input": self.input,
+                                                                   "output": self.output}
+
+
+@dataclass
+class Task:
+    """A problem of one benchmark.
+
+    ``prompt`` is what a model is shown (statement, or signature + docstring); ``examples`` are
+    the public tests a statement shows; ``tests`` the gold tests rewards and metrics use.
+    """
+
+    id: str
+    source: str
+    kind: str  # "stdio" | "functional"
+    prompt: str
+    tests: list[TestCase]
+    examples: list[TestCase] = field(default_factory=list)
+    entry_point: str | None = None
+    setup: str = ""
+    starter_code: str = ""
+    program_prefix: str = ""  # prepended to a completion (HumanEval: the prompt itself)
+    references: list[str] = field(default_factory=list)  # reference solutions (full programs)
+    time_limit_s: float = 1.0
+    memory_limit_mb: int = 1024
+    checker: str | None = None
+    needs_checker: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.kind not in ("stdio", "functional"):
+            raise LoaderError(f"task {self.id}: kind must be stdio or functional, got {self.kind!r}")
+        for t in self.tests:
+            if t.kind != self.kind:
+                raise LoaderError(f"task {self.id}: a {t.kind} test in a {self.kind} task")
+
+    def job(self, programs: Sequence[str], tests: Iterable[TestCase] | None = None,
+            **fields) -> dict:
+        """An executor job running ``programs`` against the gold tests (or ``tests``)."""
+        tests = list(self.tests if tests is None else tests)
+        job = {"id": self.id, "kind": self.kind, "programs": list(programs),
+               "tests": [t.to_job() for t in tests], "time_limit_s": self.time_limit_s,
+               "memory_limit_mb": self.memory_limit_mb}
+        if self.kind == "functional":
+            job["setup"] = self.setup
+            if self.entry_point:
+                job["entry_point"] = self.entry_point
+        elif self.checker:
+            job["checker"] = self.checker
+        job.update(fields)
+        return job
+
+
+@dataclass
+class TaskSet:
+    """Tasks loaded from one source, with the counts a user wants to see."""
+
+    name: str
+    origin: str
+    tasks: list[Task]
+
+    @property
+    def n_tests(self) -> int:
+        return sum(len(t.tests) for t in self.tasks)
+
+    def summary(self) -> str:
+        kinds = sorted({t.kind for t in self.tasks})
+        checker = sum(t.needs_checker for t in self.tasks)
+        extra = f", {checker} need a checker" if checker else ""
+        return (f"{self.name}: {len(self.tasks)} problems, {self.n_tests} gold tests "
+                f"({'/'.join(kinds) or 'none'}{extra}) from {self.origin}")
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __iter__(self):
+        return iter(self.tasks)
+
+    def __getitem__(self, i):
+        return self.tasks[i]
