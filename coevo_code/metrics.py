@@ -32,6 +32,8 @@ def code_accuracy(gold) -> float:
 class TestCounts:
     """Counts behind unit-test accuracy, p01 and p00 for one problem (or pooled)."""
 
+    __test__ = False  # not a pytest class
+
     tests: int = 0             # generated tests judged (problems with a correct solution only)
     accurate: int = 0          # of which accurate
     wrong_x_accurate: int = 0  # (wrong solution, accurate test) pairs
@@ -84,6 +86,9 @@ def test_counts(generated, correct) -> TestCounts:
                       wrong_pass_accurate=int(gw[:, acc].sum()),
                       wrong_x_inaccurate=nw * int((~acc).sum()),
                       wrong_pass_inaccurate=int(gw[:, ~acc].sum()))
+
+
+test_counts.__test__ = False  # not a pytest test when imported into one
 
 
 def unit_test_accuracy(generated, correct) -> float:

@@ -19,6 +19,8 @@ class LoaderError(ValueError):
 class TestCase:
     """One test. Stdio: ``input`` and ``output``. Functional: ``code``."""
 
+    __test__ = False  # not a pytest class
+
     input: str | None = None
     output: str | None = None
     code: str | None = None

@@ -1,0 +1,240 @@
+"""Roles: the coder and the tester. Prompts as chat messages; parsers from completions to
+programs and test cases.
+
+Parsers never raise and stay linear in the completion's length (no backtracking regexes): an
+unparseable completion becomes a program or a test that fails everything, flagged ``ok=False``,
+and :func:`parse_failure_rate` reports how often that happened. The tester's stdio format is
+CURE's (``**Test Input:**`` / ``**Test Output:**`` fenced blocks); for functional tasks the tester
+writes one ``assert`` line that calls the entry point.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from dataclasses import dataclass
+from typing import Iterable
+
+from .tasks.model import Task, TestCase
+
+# What an unparseable completion becomes.
+FAILED_PROGRAM = "raise SystemExit('coevo: no program could be parsed from the completion')"
+FAILED_STDIO_TEST = TestCase(input="", output="\x00coevo: the test could not be parsed\x00")
+FAILED_FUNCTIONAL_TEST = TestCase(code="raise AssertionError('coevo: the test could not be parsed')")
+
+CODER_SYSTEM = "You are a helpful assistant that solves programming problems."
+TESTER_SYSTEM = "You are a helpful assistant that writes test examples for programming problems."
+
+STDIO_CODER = (
+    "Solve the following problem in Python. Read the input with input() (or sys.stdin) and write "
+    "the answer with print(). Think first, then put the complete program in one ```python code "
+    "block at the end.\n\n{problem}{examples}")
+FUNCTIONAL_CODER = (
+    "Complete the following Python function `{entry}`. Think first, then put the complete "
+    "function (with any imports and helpers) in one ```python code block at the end.\n\n"
+    "```python\n{problem}\n```")
+STDIO_TESTER = (
+    "Given the problem below, write one test example: an input and the output a correct "
+    "program prints for it. Derive the output step by step, and prefer an input you can handle "
+    "reliably. Finally you MUST put your test example in the following format:\n\n"
+    "**Test Input:**\n```input here```\n\n**Test Output:**\n```output here```\n\n"
+    "**Explanation:**\n\nexplanation here.\n\nThis is the problem:\n{problem}{examples}")
+FUNCTIONAL_TESTER = (
+    "Given the Python function below, write one unit test: a single `assert` line that calls "
+    "`{entry}` on an input and compares the result with the output a correct implementation "
+    "returns. Derive the output step by step, then put the assert line in one ```python code "
+    "block at the end, e.g.\n```python\nassert {entry}(...) == ...\n```\n\n"
+    "```python\n{problem}\n```")
+
+
+def _examples(task: Task) -> str:
+    parts = []
+    for t in task.examples[:3]:
+        if t.kind == "stdio":
+            parts.append(f"Input:\n{t.input}\nOutput:\n{t.output}")
+    return ("\n\nExample:\n" + "\n\n".join(parts)) if parts else ""
+
+
+def coder_messages(task: Task) -> list[dict]:
+    """Chat messages asking for a solution."""
+    if task.kind == "stdio":
+        user = STDIO_CODER.format(problem=task.prompt.strip(), examples=_examples(task))
+    else:
+        problem = (task.starter_code or task.prompt).rstrip()
+        if task.starter_code and task.prompt:
+            problem = task.prompt.strip() + "\n\n" + task.starter_code.rstrip()
+        user = FUNCTIONAL_CODER.format(entry=task.entry_point or "the function", problem=problem)
+    return [{"role": "system", "content": CODER_SYSTEM}, {"role": "user", "content": user}]
+
+
+def tester_messages(task: Task) -> list[dict]:
+    """Chat messages asking for one unit test."""
+    if task.kind == "stdio":
+        user = STDIO_TESTER.format(problem=task.prompt.strip(), examples=_examples(task))
+    else:
+        problem = task.prompt.rstrip() + (("\n\n" + task.starter_code.rstrip())
+                                          if task.starter_code else "")
+        user = FUNCTIONAL_TESTER.format(entry=task.entry_point or "the function", problem=problem)
+    return [{"role": "system", "content": TESTER_SYSTEM}, {"role": "user", "content": user}]
+
+
+# ---- parsing -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ParsedProgram:
+    code: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class ParsedTest:
+    test: TestCase
+    ok: bool
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, body)`` of every complete ```fenced``` block, in order; also the inline form
+    ```like this```. Linear scan."""
+    out = []
+    i = 0
+    while True:
+        a = text.find("```", i)
+        if a < 0:
+            return out
+        b = text.find("```", a + 3)
+        if b < 0:
+            return out
+        inner = text[a + 3:b]
+        nl = inner.find("\n")
+        head = inner[:nl] if nl >= 0 else ""
+        if nl >= 0 and head.strip() and " " not in head.strip() and len(head.strip()) <= 20:
+            lang, body = head.strip().lower(), inner[nl + 1:]
+        elif nl >= 0 and not head.strip():
+            lang, body = "", inner[nl + 1:]
+        else:
+            lang, body = "", inner
+        out.append((lang, body))
+        i = b + 3
+
+
+def _parse(code: str):
+    """ast.parse, quietly (model text is full of invalid escape sequences); None if invalid."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+            return None
+
+
+def _compiles(code: str) -> bool:
+    return _parse(code) is not None
+
+
+def _defines(code: str, name: str) -> bool:
+    tree = _parse(code)
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                node.name == name:
+            return True
+    return False
+
+
+def parse_program(completion: str, task: Task) -> ParsedProgram:
+    """The program in a coder completion: the last ```python block (or the last fenced block,
+    or the whole text if it is Python). For a functional task whose completion does not define
+    the entry point, the completion is appended to the task's program prefix (HumanEval-style
+    body completion)."""
+    try:
+        if not isinstance(completion, str):
+            return ParsedProgram(FAILED_PROGRAM, False)
+        blocks = fenced_blocks(completion)
+        py = [b for lang, b in blocks if lang in ("python", "py", "python3")]
+        candidates = py[::-1] + [b for lang, b in blocks[::-1] if lang == ""]
+        if not blocks:
+            candidates = [completion]
+        prefix = task.program_prefix if task.kind == "functional" else ""
+        code = next((c for c in candidates if c.strip() and (
+            _compiles(c) or (prefix and _compiles(prefix + c)))), None)
+        if code is None:
+            return ParsedProgram(FAILED_PROGRAM, False)
+        if task.kind == "functional" and task.entry_point:
+            class_based = "class Solution" in (task.starter_code or "")
+            target = "Solution" if class_based else task.entry_point
+            if not _defines(code, target):
+                if task.program_prefix and _compiles(task.program_prefix + code):
+                    code = task.program_prefix + code
+                else:
+                    return ParsedProgram(FAILED_PROGRAM, False)
+        return ParsedProgram(code, True)
+    except Exception:  # noqa: BLE001 - a parser never raises
+        return ParsedProgram(FAILED_PROGRAM, False)
+
+
+def _after(text: str, marker: str) -> str | None:
+    """The first fenced block after the last ``marker`` (markdown bold optional)."""
+    at = text.rfind(marker)
+    if at < 0:
+        return None
+    blocks = fenced_blocks(text[at + len(marker):])
+    return blocks[0][1] if blocks else None
+
+
+def parse_test(completion: str, task: Task) -> ParsedTest:
+    """The test in a tester completion. Stdio: the fenced blocks after the last
+    ``**Test Input:**`` and ``**Test Output:**``. Functional: the last ``assert`` statement in the
+    last python block (or the text) that calls the entry point."""
+    try:
+        if not isinstance(completion, str):
+            raise ValueError
+        if task.kind == "stdio":
+            inp = _after(completion, "**Test Input:**")
+            if inp is None:
+                inp = _after(completion, "Test Input:")
+            out_at = completion.rfind("Test Output:")
+            out = _after(completion, "**Test Output:**") if "**Test Output:**" in completion \
+                else (_after(completion, "Test Output:") if out_at >= 0 else None)
+            if inp is None or out is None or not out.strip():
+                return ParsedTest(FAILED_STDIO_TEST, False)
+            inp = inp.strip("\n")
+            return ParsedTest(TestCase(input=inp + "\n" if inp else "", output=out.strip()), True)
+        blocks = fenced_blocks(completion)
+        py = [b for lang, b in blocks if lang in ("python", "py", "python3", "")]
+        for source in py[::-1] + [completion]:
+            stmt = _last_assert(source, task.entry_point)
+            if stmt:
+                return ParsedTest(TestCase(code=stmt), True)
+        return ParsedTest(FAILED_FUNCTIONAL_TEST, False)
+    except Exception:  # noqa: BLE001 - a parser never raises
+        return ParsedTest(FAILED_STDIO_TEST if getattr(task, "kind", "") == "stdio"
+                          else FAILED_FUNCTIONAL_TEST, False)
+
+
+def _last_assert(source: str, entry: str | None) -> str | None:
+    lines = source.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i].strip()
+        if not line.startswith("assert"):
+            continue
+        # an assert may continue on the following lines: take the shortest span that parses
+        for j in range(i + 1, min(len(lines), i + 30) + 1):
+            stmt = "\n".join(x.strip() if k == 0 else x for k, x in enumerate(lines[i:j]))
+            tree = _parse(stmt)
+            if tree is None:
+                continue
+            if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert) and (
+                    not entry or any(isinstance(n, ast.Name) and n.id == entry
+                                     or isinstance(n, ast.Attribute) and n.attr == entry
+                                     for n in ast.walk(tree))):
+                return stmt
+            break
+    return None
+
+
+def parse_failure_rate(parsed: Iterable) -> float:
+    """Share of parsed programs or tests flagged ``ok=False`` (NaN for none)."""
+    items = list(parsed)
+    if not items:
+        return float("nan")
+    return sum(not p.ok for p in items) / len(items)

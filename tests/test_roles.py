@@ -1,0 +1,117 @@
+"""Roles: prompts, and parsers that never raise and stay fast on any input."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coevo_code import roles
+from coevo_code.roles import (FAILED_PROGRAM, coder_messages, fenced_blocks, parse_failure_rate,
+                              parse_program, parse_test)
+from coevo_code.tasks import Task, TestCase
+
+STDIO = Task(id="s", source="t", kind="stdio", prompt="Print twice n.",
+             tests=[TestCase(input="2\n", output="4\n")],
+             examples=[TestCase(input="2\n", output="4\n")])
+FUNC = Task(id="f", source="t", kind="functional", entry_point="add",
+            prompt="def add(a, b):\n    \"\"\"Add.\"\"\"\n", program_prefix="def add(a, b):\n",
+            tests=[TestCase(code="assert add(1, 2) == 3")])
+
+
+def test_prompts_are_chat_messages():
+    for msgs in (coder_messages(STDIO), roles.tester_messages(STDIO), coder_messages(FUNC),
+                 roles.tester_messages(FUNC)):
+        assert [m["role"] for m in msgs] == ["system", "user"]
+    assert "Print twice n." in coder_messages(STDIO)[1]["content"]
+    assert "**Test Input:**" in roles.tester_messages(STDIO)[1]["content"]
+    assert "Input:\n2\n" in roles.tester_messages(STDIO)[1]["content"]  # examples shown
+    assert "assert add(" in roles.tester_messages(FUNC)[1]["content"]
+
+
+def test_parse_program():
+    text = "I think...\n```python\nprint(1)\n```\nbetter:\n```python\nprint(int(input())*2)\n```"
+    p = parse_program(text, STDIO)
+    assert p.ok and p.code.strip() == "print(int(input())*2)"
+    assert parse_program("no code here at all, sorry :(", STDIO) == (
+        parse_program("```python\nprint(\n```", STDIO))
+    assert not parse_program("```python\nprint(\n```", STDIO).ok
+    assert parse_program("```python\nprint(\n```", STDIO).code == FAILED_PROGRAM
+    assert parse_program("print(3)", STDIO).ok  # raw code, no fence
+    full = parse_program("```python\ndef add(a, b):\n    return a + b\n```", FUNC)
+    assert full.ok and full.code.startswith("def add")
+    body = parse_program("```python\n    return a + b\n```", FUNC)  # a body completion
+    assert body.ok and body.code == "def add(a, b):\n    return a + b\n"
+    assert not parse_program("```python\ndef other():\n    pass\n```", FUNC).ok
+
+
+def test_parse_stdio_test_cure_format():
+    text = ("Let me think.\n**Test Input:**\n```\n3\n```\n\n**Test Output:**\n```\n6\n```\n\n"
+            "**Explanation:**\n\n3 * 2 = 6.")
+    t = parse_test(text, STDIO)
+    assert t.ok and t.test == TestCase(input="3\n", output="6")
+    inline = parse_test("**Test Input:**\n```5```\n\n**Test Output:**\n```10```", STDIO)
+    assert inline.ok and inline.test == TestCase(input="5\n", output="10")
+    multi = parse_test("**Test Input:**\n```\n2 3\n1 2\n```\n**Test Output:**\n```\n5\n```", STDIO)
+    assert multi.test.input == "2 3\n1 2\n"
+    # the last one counts
+    two = parse_test("**Test Input:**\n```1```\n**Test Output:**\n```2```\n"
+                     "**Test Input:**\n```4```\n**Test Output:**\n```8```", STDIO)
+    assert two.test == TestCase(input="4\n", output="8")
+    bad = parse_test("**Test Input:**\n```1```\n(no output)", STDIO)
+    assert not bad.ok and bad.test.output.startswith("\x00")
+
+
+def test_parse_functional_test():
+    t = parse_test("Reasoning...\n```python\nx = 1\nassert add(1, 2) == 3\n```", FUNC)
+    assert t.ok and t.test.code == "assert add(1, 2) == 3"
+    multi = parse_test("```python\nassert add(\n    1, 2) == 3\n```", FUNC)
+    assert multi.ok and "add(" in multi.test.code
+    assert not parse_test("```python\nassert other(1) == 2\n```", FUNC).ok
+    assert not parse_test("nothing", FUNC).ok
+    assert parse_test("assert add(2, 2) == 4", FUNC).ok  # no fence
+
+
+def test_failed_parses_fail_everything(executor):
+    prog = parse_program("garbage", STDIO).code
+    test = parse_test("garbage", STDIO).test
+    res = executor.run([STDIO.job([prog, "print(int(input())*2)"]),
+                        STDIO.job(["print(int(input())*2)", "print('')"], tests=[test]),
+                        FUNC.job(["def add(a, b):\n    return a + b"],
+                                 tests=[parse_test("garbage", FUNC).test])])
+    assert res[0]["passed"] == [[False], [True]]
+    assert res[1]["passed"] == [[False], [False]]
+    assert res[2]["passed"] == [[False]]
+
+
+def test_parse_failure_rate():
+    parsed = [parse_program(x, STDIO) for x in ("print(1)", "((", "```python\nprint(2)\n```")]
+    assert parse_failure_rate(parsed) == 1 / 3
+    assert parse_failure_rate([]) != parse_failure_rate([])  # NaN
+
+
+TEXT = st.text(alphabet=st.sampled_from(list("`*\n :abcdeTstIpuOassert()=+123python\\\"'#")),
+               max_size=400) | st.text(max_size=300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXT)
+def test_parsers_never_raise(text):
+    for task in (STDIO, FUNC):
+        p = parse_program(text, task)
+        t = parse_test(text, task)
+        assert isinstance(p.code, str) and isinstance(t.test, TestCase)
+        assert t.test.kind == task.kind
+    fenced_blocks(text)
+
+
+def test_parsers_are_fast_on_hostile_input():
+    worst = [("```" * 20000), ("**Test Input:**" * 20000), ("assert (" * 5000 + "\n") * 10,
+             "```python\n" + "(" * 100000 + "\n```", "a" * 2_000_000]
+    for text in worst:
+        t0 = time.perf_counter()
+        for task in (STDIO, FUNC):
+            parse_program(text, task)
+            parse_test(text, task)
+        assert time.perf_counter() - t0 < 5.0, text[:40]
