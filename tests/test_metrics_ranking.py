@@ -31,6 +31,9 @@ def test_test_metrics_hand_computed():
 def test_test_metrics_edge_cases():
     none = M.test_counts(G, np.zeros(4, bool))
     assert none.tests == 0 and math.isnan(none.unit_test_accuracy) and math.isnan(none.mu)
+    empty = M.test_counts(np.zeros((0, 3), bool), np.zeros(0, bool))  # no solutions
+    assert empty.tests == 0 and math.isnan(empty.p01)
+    assert math.isnan(M.best_of_n_accuracy(np.zeros(0, bool), np.zeros((0, 2), bool), 4, 2))
     allc = M.test_counts(G[:2], np.ones(2, bool))  # no wrong solution: p01, p00 undefined
     assert allc.unit_test_accuracy == 0.5 and math.isnan(allc.p01) and math.isnan(allc.p00)
 

@@ -43,6 +43,9 @@ def test_test_rewards_edge_cases():
     assert np.array_equal(R.cure_test_rewards(G[:2], np.ones(2, bool)), [1, -1, -1, 1])
     assert np.array_equal(R.cure_test_rewards(G, np.ones(4, bool)), [-1, -1, -1, -1])
     assert R.cure_test_rewards(np.zeros((4, 0), bool), C).shape == (0,)
+    # empty rows: no solution at all gives no signal
+    assert R.cure_test_rewards(np.zeros((0, 3), bool), np.zeros(0, bool)) is None
+    assert R.group_normalize(R.cure_code_rewards(np.zeros((0, 2), bool))) is None
     one = R.cure_test_rewards(G[:, :1], C)
     assert np.allclose(one, [0.5])
     with pytest.raises(ValueError, match="correct has shape"):

@@ -250,3 +250,5 @@ def test_bad_file_and_offline_hub_id(tmp_path):
         load_tasks("mbpp", "/no/such.jsonl")
     with pytest.raises(LoaderError, match="unknown dataset"):
         load_tasks("spider")
+    with pytest.raises(LoaderError, match="does not take option.*start_date"):
+        load_tasks("mbpp", bad, start_date="2024-01-01")

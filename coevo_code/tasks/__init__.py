@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 from .evalplus import load_humanevalplus, load_mbppplus
@@ -18,7 +19,13 @@ def load_tasks(name: str, source=None, **options) -> TaskSet:
     key = name.lower().replace("-", "").replace("_", "")
     if key not in LOADERS:
         raise LoaderError(f"unknown dataset {name!r}; choose from {', '.join(sorted(LOADERS))}")
-    return LOADERS[key](source, **options)
+    loader = LOADERS[key]
+    takes = [p for p in inspect.signature(loader).parameters if p != "source"]
+    wrong = sorted(set(options) - set(takes))
+    if wrong:
+        raise LoaderError(f"{key} does not take option(s) {', '.join(wrong)}; it takes: "
+                          f"{', '.join(takes) or 'none'}")
+    return loader(source, **options)
 
 
 @dataclass

@@ -8,7 +8,7 @@ expected value is made of floats (or ``atol`` is set), ``numpy.testing.assert_al
 the polynomial vanishes at the answer; evalplus's set-equality MBPP+ tasks compare as sets. MBPP+
 inputs get back the tuples, sets and complex numbers JSON lost (evalplus's
 ``mbpp_deserialize_inputs``). Not replicated: evalplus's per-input time limits (derived from the
-canonical solution's speed) and its special oracles for a few MBPP+ tasks; see ``docs/TASKS.md``.
+canonical solution's speed) and its special oracles for a few MBPP+ tasks; see ``docs/CORE.md``.
 
 Inputs are grouped into tests of up to ``chunk`` inputs (a test passes when every input in it
 does), base inputs apart from plus inputs, so that HumanEval+'s 124,000 inputs make ~2,800 cells
@@ -316,9 +316,9 @@ def _load_plus(name: str, source, executor=None, chunk: int = 50, limit: int | N
     return TaskSet(name, origin, tasks)
 
 
-def load_humanevalplus(source=None, executor=None, limit=None, seed=0, **_) -> TaskSet:
+def load_humanevalplus(source=None, executor=None, limit=None, seed=0) -> TaskSet:
     return _load_plus("humanevalplus", source, executor, limit=limit, seed=seed)
 
 
-def load_mbppplus(source=None, executor=None, limit=None, seed=0, **_) -> TaskSet:
+def load_mbppplus(source=None, executor=None, limit=None, seed=0) -> TaskSet:
     return _load_plus("mbppplus", source, executor, limit=limit, seed=seed)
