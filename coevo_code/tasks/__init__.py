@@ -1,4 +1,4 @@
-"""Tasks: the problem model and one loader per benchmark (see ``docs/TASKS.md``)."""
+"""Tasks: the problem model and one loader per benchmark (see ``docs/CORE.md``)."""
 
 from __future__ import annotations
 
