@@ -206,7 +206,9 @@ def _program(name: str, r: dict) -> str:
 
 
 def _expected_outputs(name, records, inputs_of, origin_hash, executor=None, chunk=50):
-    """task_id -> list of repr(expected) (None where the canonical solution failed), cached."""
+    """task_id -> {"outputs": repr of each expected value (a digest for long ones; None where
+    the canonical solution raised or timed out), "seconds": its slowest group}, cached on disk.
+    Delete the cache file to recompute."""
     cache = cache_dir() / f"{name}-{origin_hash}-v2.json"
     have = {}
     if cache.is_file():

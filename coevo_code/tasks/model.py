@@ -99,6 +99,9 @@ class TaskSet:
         kinds = sorted({t.kind for t in self.tasks})
         checker = sum(t.needs_checker for t in self.tasks)
         extra = f", {checker} need a checker" if checker else ""
+        skipped = sum(t.metadata.get("skipped_inputs", 0) for t in self.tasks)
+        if skipped:
+            extra += f", {skipped} inputs skipped (the canonical solution failed on them)"
         return (f"{self.name}: {len(self.tasks)} problems, {self.n_tests} gold tests "
                 f"({'/'.join(kinds) or 'none'}{extra}) from {self.origin}")
 
