@@ -115,6 +115,28 @@ def pooled_test_counts(problems: Iterable[tuple]) -> TestCounts:
     return total
 
 
+def pooled_code_accuracy(golds: Iterable) -> float:
+    """Share of all solutions, over all problems, that pass every gold test of their problem
+    (problems without gold tests are left out)."""
+    correct = total = 0
+    for gold in golds:
+        gold = _bool2d(gold, "gold")
+        if gold.shape[1] == 0:
+            continue
+        correct += int(gold.all(axis=1).sum())
+        total += gold.shape[0]
+    return _share(correct, total)
+
+
+def pooled_best_of_n(problems: Iterable[tuple], n: int, m: int,
+                     select: Callable[[np.ndarray], int] | None = None) -> float:
+    """Best-of-N accuracy over ``(correct, generated)`` problems: the mean over problems (each
+    problem picks one solution), skipping problems without solutions."""
+    scores = [best_of_n_accuracy(c, g, n, m, select) for c, g in problems]
+    scores = [x for x in scores if not np.isnan(x)]
+    return float(np.mean(scores)) if scores else float("nan")
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k (Chen et al. 2021, Eq. 1): 1 - C(n - c, k) / C(n, k), computed as a stable
     product. Needs 0 <= c <= n and 1 <= k <= n."""
