@@ -94,6 +94,6 @@ def test_pooled_code_accuracy_and_best_of_n():
     assert M.pooled_code_accuracy(golds) == pytest.approx(3 / 5)  # solutions, not problems
     correct = np.array([False, True, False])
     gen = np.array([[1, 0, 0], [1, 1, 0], [1, 1, 1]], bool)
-    problems = [(correct, gen), (correct, gen[[1, 0, 2]]), (np.zeros(0, bool), gen[:0])]
+    problems = [(correct, gen), (correct[[1, 0, 2]], gen[[1, 0, 2]]), (np.zeros(0, bool), gen[:0])]
     assert M.pooled_best_of_n(problems, 2, 3) == pytest.approx(1.0)
     assert M.pooled_best_of_n(problems, 3, 3) == pytest.approx(0.0)
