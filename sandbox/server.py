@@ -29,6 +29,7 @@ import signal
 import stat
 import struct
 import sys
+import threading
 import time
 
 # --------------------------------------------------------------------------------------------------
@@ -63,7 +64,6 @@ except (OSError, AttributeError):
 
 
 def _fast_fork():
-    import threading
     if _pyfork is None or threading.active_count() > 1:
         return os.fork()
     pid = _pyfork()
