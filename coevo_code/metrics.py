@@ -13,7 +13,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .rewards import _bool2d, mu
+from .rewards import _bool2d, _mask, accurate_tests, mu
 
 
 def _share(num: float, den: float) -> float:
@@ -73,12 +73,10 @@ def test_counts(generated, correct) -> TestCounts:
     """Counts for one problem: a test is accurate iff every correct solution passes it; with no
     correct solution nothing can be judged (all counts 0)."""
     generated = _bool2d(generated, "generated")
-    correct = np.asarray(correct, dtype=bool)
-    if correct.shape != (generated.shape[0],):
-        raise ValueError(f"correct has shape {correct.shape}, expected ({generated.shape[0]},)")
+    correct = _mask(correct, generated.shape[0])
     if not correct.any():
         return TestCounts()
-    acc = generated[correct].all(axis=0)
+    acc = accurate_tests(generated, correct)
     gw = generated[~correct]
     nw = gw.shape[0]
     return TestCounts(tests=int(acc.size), accurate=int(acc.sum()),

@@ -29,6 +29,13 @@ def _bool2d(a, name: str) -> np.ndarray:
     return a
 
 
+def _mask(correct, n: int) -> np.ndarray:
+    correct = np.asarray(correct, dtype=bool)
+    if correct.shape != (n,):
+        raise ValueError(f"correct has shape {correct.shape}, expected ({n},)")
+    return correct
+
+
 def cure_code_rewards(gold, all_passed: bool = False) -> np.ndarray:
     """Reward of each solution from the gold tests (CURE Sec. 3.2; ``reward.py``):
 
@@ -59,9 +66,7 @@ def correct_from_gold(gold) -> np.ndarray:
 def accurate_tests(generated, correct) -> np.ndarray:
     """A generated test is accurate iff every solution in C passes it (C must be non-empty)."""
     generated = _bool2d(generated, "generated")
-    correct = np.asarray(correct, dtype=bool)
-    if correct.shape != (generated.shape[0],):
-        raise ValueError(f"correct has shape {correct.shape}, expected ({generated.shape[0]},)")
+    correct = _mask(correct, generated.shape[0])
     if not correct.any():
         raise ValueError("accuracy of a test is undefined without a correct solution")
     return generated[correct].all(axis=0)
@@ -83,12 +88,10 @@ def cure_test_rewards(generated, correct, post_stage: bool = False) -> np.ndarra
     m = 0.
     """
     generated = _bool2d(generated, "generated")
-    correct = np.asarray(correct, dtype=bool)
-    if correct.shape != (generated.shape[0],):
-        raise ValueError(f"correct has shape {correct.shape}, expected ({generated.shape[0]},)")
+    correct = _mask(correct, generated.shape[0])
     if not correct.any():
         return None
-    accurate = generated[correct].all(axis=0)
+    accurate = accurate_tests(generated, correct)
     sign = np.where(accurate, 1.0, -1.0)
     wrong = ~correct
     if not wrong.any():

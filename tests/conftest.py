@@ -56,3 +56,10 @@ def owned_processes(ex: Executor) -> list[tuple[int, int]]:
 def server_count(ex: Executor) -> int:
     """How many processes an idle executor owns (bwrap wrappers, servers, sub-servers)."""
     return len(owned_processes(ex))
+
+
+def need_data(path: Path) -> None:
+    """Skip, with the reason, where the shared benchmark copies are absent."""
+    if not path.exists():
+        pytest.skip(f"{path} is absent: set COEVO_SHARED_DATA to the folder holding the "
+                    "benchmark copies (see shared/data/README.md)")

