@@ -192,9 +192,9 @@ def parse_test(completion: str, task: Task) -> ParsedTest:
             inp = _after(completion, "**Test Input:**")
             if inp is None:
                 inp = _after(completion, "Test Input:")
-            out_at = completion.rfind("Test Output:")
-            out = _after(completion, "**Test Output:**") if "**Test Output:**" in completion \
-                else (_after(completion, "Test Output:") if out_at >= 0 else None)
+            out = _after(completion, "**Test Output:**")
+            if out is None:
+                out = _after(completion, "Test Output:")
             if inp is None or out is None or not out.strip():
                 return ParsedTest(FAILED_STDIO_TEST, False)
             inp = inp.strip("\n")
