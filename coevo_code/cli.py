@@ -179,7 +179,52 @@ def cmd_tasks_check(args) -> int:
     return 0 if not report.failed else 1
 
 
+TRAIN_HELP = """usage: coevo train [--config FILE | --resume RUN_DIR] [--FIELD VALUE ...]
+
+Train one policy to write solutions and unit tests (CURE) on TRL's GRPOTrainer.
+With no --config: the embedded default, a tiny model on the bundled problems, on CPU.
+Every field of CoevoConfig (TRL's GRPOConfig plus the co-evolution fields) and of TRL's
+ModelConfig can be set in the YAML file or on the command line, e.g. --max_steps 12 --save_steps 1.
+--resume RUN_DIR continues a run from its last complete checkpoint, same data order.
+`coevo train --help-fields` lists every field."""
+
+
+def cmd_train(argv: list[str]) -> int:
+    """Parse the TRL-style arguments and run :func:`coevo_code.training.train`."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(TRAIN_HELP)
+        return 0
+    try:
+        from .training.cli import parse_train_args, run_train
+    except ImportError as e:
+        _die(f"training needs torch, transformers and trl ({e}); pip install -e .")
+    if argv and argv[0] == "--help-fields":
+        from .training.cli import field_help
+        print(field_help())
+        return 0
+    try:
+        parsed = parse_train_args(argv)
+    except (ValueError, FileNotFoundError) as e:
+        _die(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    return run_train(parsed)
+
+
+def cmd_report(args) -> int:
+    """Draw a run's training curves as PNG files in the run directory."""
+    from .training.report import ReportError, draw_report
+    try:
+        paths = draw_report(Path(args.run_dir))
+    except ReportError as e:
+        _die(str(e))
+    for p in paths:
+        print(p)
+    return 0
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "train":
+        return cmd_train(argv[1:])
     p = argparse.ArgumentParser(prog="coevo", description="Co-evolving coders and unit testers.")
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -211,7 +256,7 @@ def main(argv=None) -> int:
     tsub = t.add_subparsers(dest="tasks_cmd", required=True)
     c = tsub.add_parser("check", help="run a dataset's reference solutions through the sandbox")
     c.add_argument("name", help="humaneval, humanevalplus, mbpp, mbppplus, codecontests, "
-                                "codeforces, livecodebench, livebench or cure")
+                                "codeforces, livecodebench, livebench, cure, bundled or native")
     c.add_argument("--path", help="a local file (default: the public source: hub id or package)")
     c.add_argument("--split", help="split (mbpp: prompt/test/validation/train; hub sets)")
     c.add_argument("--limit", type=int, help="humanevalplus/mbppplus: check a seeded sample")
@@ -221,6 +266,12 @@ def main(argv=None) -> int:
     c.add_argument("-q", "--quiet", action="store_true")
     sandbox_flags(c)
     c.set_defaults(func=cmd_tasks_check)
+
+    sub.add_parser("train", help="train a coder + unit tester (CURE) on TRL; "
+                                 "`coevo train --help` for its flags")
+    r = sub.add_parser("report", help="draw a run's training curves (PNG) into its directory")
+    r.add_argument("run_dir", help="a run directory written by `coevo train`")
+    r.set_defaults(func=cmd_report)
 
     args = p.parse_args(argv)
     if getattr(args, "slots", None) is not None and args.slots < 1:

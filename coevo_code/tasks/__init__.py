@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from .evalplus import load_humanevalplus, load_mbppplus
 from .loaders import HUB_IDS, LOADERS, decode_lcb_tests, read_records
 from .model import LoaderError, Task, TaskSet, TestCase
+from .native import load_bundled, load_native
 
-LOADERS = {**LOADERS, "humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus}
+LOADERS = {**LOADERS, "humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus,
+           "native": load_native, "bundled": load_bundled}
 
 
 def load_tasks(name: str, source=None, **options) -> TaskSet:

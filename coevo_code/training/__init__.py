@@ -1,0 +1,25 @@
+"""Co-evolution training on TRL: one policy writes solutions and unit tests (CURE).
+
+``coevo train`` is the command; :func:`train` the same in Python. See ``docs/TRAINING.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+
+class _DroppedRowsFilter(logging.Filter):
+    """TRL warns, with the whole prompt, for every row no reward function scored. For coevo such
+    rows are deliberate (the tests of a problem no solution solves; CURE drops them too), so the
+    warning is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "All reward functions returned None" not in str(record.msg)
+
+
+logging.getLogger("trl.trainer.grpo_trainer").addFilter(_DroppedRowsFilter())
+
+from .config import CoevoConfig  # noqa: E402
+from .run import RunResult, train  # noqa: E402
+
+__all__ = ["CoevoConfig", "RunResult", "train"]

@@ -1,0 +1,143 @@
+"""``coevo train``: TRL-style arguments (``--config FILE`` YAML, ``--field value`` overrides),
+resume, and the run directory's ``config.yaml`` (the inputs that reproduce the run)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import yaml
+from trl import ModelConfig, TrlParser
+
+from .config import CoevoConfig
+
+TINY_YAML = Path(__file__).resolve().parent / "tiny.yaml"
+
+
+class _Parser(TrlParser):
+    """TrlParser whose errors are exceptions with one line (not a multi-kilobyte usage dump)."""
+
+    def error(self, message):
+        raise ValueError(message)
+
+
+@dataclass
+class TrainArgs:
+    config: CoevoConfig
+    model: ModelConfig
+    resume: bool
+    inputs: dict  # what config.yaml records
+
+
+def _parser() -> _Parser:
+    return _Parser((CoevoConfig, ModelConfig))
+
+
+def _pop(argv: list[str], flag: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a == flag:
+            if i + 1 >= len(argv):
+                raise ValueError(f"{flag} needs a value")
+            value = argv[i + 1]
+            del argv[i:i + 2]
+            return value
+        if a.startswith(flag + "="):
+            del argv[i]
+            return a.split("=", 1)[1]
+    return None
+
+
+def _plain(v):
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    return getattr(v, "value", str(v))
+
+
+def parse_train_args(argv: list[str]) -> TrainArgs:
+    argv = list(argv)
+    resume_dir = _pop(argv, "--resume")
+    config_file = _pop(argv, "--config")
+    if resume_dir is not None:
+        if config_file is not None:
+            raise ValueError("--resume takes the run's own config.yaml; do not also pass --config")
+        run = Path(resume_dir)
+        config_file = str(run / "config.yaml")
+        if not Path(config_file).is_file():
+            raise FileNotFoundError(f"--resume {resume_dir}: no config.yaml there (not a coevo run "
+                                    f"directory?)")
+        argv += ["--output_dir", str(run)]
+    elif config_file is None:
+        config_file = str(TINY_YAML)
+    elif not Path(config_file).is_file():
+        raise FileNotFoundError(f"--config: no such file {config_file}")
+    try:
+        base = yaml.safe_load(Path(config_file).read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"--config {config_file}: not valid YAML ({str(e).splitlines()[0]})")
+    if not isinstance(base, dict):
+        raise ValueError(f"--config {config_file}: must hold a mapping of field: value")
+    known = {f.name for dc in (CoevoConfig, ModelConfig) for f in fields(dc)}
+    unknown = sorted(set(base) - known - {"env"})
+    if unknown:
+        raise ValueError(f"--config {config_file}: unknown field(s) {', '.join(unknown)}")
+
+    parser = _parser()
+    parser.set_defaults_with_config(**{k: v for k, v in base.items() if k != "env"})
+    for a in argv:
+        if a.startswith("--") and a[2:].split("=")[0].replace("-", "_") not in known:
+            raise ValueError(f"unknown flag {a.split('=')[0]} (see `coevo train --help-fields`)")
+    ns_default, _ = parser.parse_known_args([])
+    ns, rest = parser.parse_known_args(argv)
+    if rest:
+        raise ValueError(f"unexpected argument(s): {' '.join(rest)}")
+    overrides = {k: v for k, v in vars(ns).items() if getattr(ns_default, k, None) != v}
+    config, model = _parser().parse_args_and_config(["--config", config_file] + argv)
+    inputs = {**{k: v for k, v in base.items()}, **{k: _plain(v) for k, v in overrides.items()}}
+    inputs["output_dir"] = config.output_dir
+    return TrainArgs(config, model, resume_dir is not None, inputs)
+
+
+def run_train(a: TrainArgs) -> int:
+    from ..tasks import LoaderError
+    from .run import train
+
+    out = Path(a.config.output_dir)
+    main = a.config.process_index == 0
+    if main:
+        print(f"coevo: run directory {out}", file=sys.stderr, flush=True)
+    t0 = time.time()
+    try:
+        if main and not (a.resume and not a.inputs):
+            out.mkdir(parents=True, exist_ok=True)
+            if not a.resume and ((out / "metrics.jsonl").exists() or any(out.glob("checkpoint-*"))):
+                raise FileExistsError(f"{out} already holds a run; continue it with "
+                                      f"`coevo train --resume {out}` or pick another --output_dir")
+            (out / "config.yaml").write_text(yaml.safe_dump(a.inputs, sort_keys=False))
+        result = train(a.config, a.model, resume=a.resume)
+    except (LoaderError, FileExistsError, FileNotFoundError, ValueError) as e:
+        print(f"coevo: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    if main:
+        print(f"coevo: {result.global_step} steps in {time.time() - t0:.0f} s; metrics "
+              f"{out / 'metrics.jsonl'}; weights {result.final_dir}; curves: coevo report {out}",
+              file=sys.stderr)
+    return 0
+
+
+def field_help() -> str:
+    lines = []
+    for dc in (CoevoConfig, ModelConfig):
+        lines.append(f"# {dc.__name__}")
+        for f in fields(dc):
+            if not f.init:
+                continue
+            h = (f.metadata.get("help") or "").replace("\n", " ")
+            default = f.default if not callable(getattr(f, "default_factory", None)) else "[]"
+            lines.append(f"--{f.name} (default {default!r}): {h[:160]}")
+    return "\n".join(lines)

@@ -1,0 +1,157 @@
+"""The training config: TRL's ``GRPOConfig`` plus the co-evolution fields.
+
+Everything TRL documents for ``GRPOConfig`` holds (``num_generations`` is k, the number of
+solutions *and* of tests per problem; ``learning_rate``, ``beta``, ``temperature``,
+``max_completion_length``, ``use_vllm``, ``report_to``, ``save_steps``, ...). YAML files given to
+``coevo train --config FILE`` set these fields by name; any field can be overridden on the command
+line in TRL's form (``--max_steps 12 --save_steps 1``). The model is TRL's ``ModelConfig``
+(``--model_name_or_path``, ``--dtype``, ``--use_peft``, ``--lora_r``, ...); with no model the run
+uses the tiny model that ships with the package.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+LABEL_SOURCES = ("gold",)
+
+
+def _f(default, help: str, **kw):
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class CoevoConfig(GRPOConfig):
+    r"""``GRPOConfig`` with the co-evolution fields (CURE: Wang et al., arXiv:2506.03136).
+
+    Data
+        tasks: dataset name (``bundled``, ``codecontests``, ``cure``, ``mbpp``, ``humaneval``,
+            ``livecodebench``, ... see ``coevo tasks check``); tasks_path: a local file (default: the
+            public source); tasks_split; tasks_limit: a seeded sample of that many problems.
+        eval_tasks, eval_tasks_path, eval_tasks_split, eval_tasks_limit: an optional labelled set
+            scored every ``eval_steps`` (code accuracy, unit-test accuracy, best-of-N).
+    Rewards
+        label_source: where the correct set comes from (``gold``: the gold tests).
+        max_gold_tests: gold tests used per problem (CURE: at most 8).
+        code_all_passed: code reward 1/0 for passing all gold tests instead of the share passed.
+        post_stage: CURE's post-stage test reward (a test counts a wrong solution's catch only if
+            it catches every wrong solution).
+        length_shaping, min_len, max_len: CURE's response-length shaping for long chain-of-thought
+            models (lengths in tokens; forces ``scale_rewards="none"``, see ``scoring.py``).
+        bon_n, bon_m: the best-of-N setting logged every step (CURE's (4, 4)).
+    Prompts
+        p_give_example: probability that a prompt shows the problem's public examples (CURE 1.0);
+            drawn once per problem visit, for both roles; max_input_examples: how many (CURE: 1).
+    Batch
+        problems_per_step: problems per generation batch; sets ``generation_batch_size`` to
+            problems_per_step x 2 x num_generations (k code rows then k test rows per problem).
+    Execution
+        exec_slots (default: CPU cores / local processes), exec_launcher (auto, bwrap, direct,
+        docker), exec_allow_unsafe, exec_time_limit_s (override every task's limit).
+    Machine
+        torch_threads: torch intra-op threads (1 on small CPUs: two threads on two cores made
+            tiny-model steps swing from 0.1 s to 10 s).
+    """
+
+    # data
+    tasks: str = _f("bundled", "training problems: a dataset name (see `coevo tasks check`)")
+    tasks_path: str | None = _f(None, "local file of the training problems (default: public source)")
+    tasks_split: str | None = _f(None, "split of the training dataset")
+    tasks_limit: int | None = _f(None, "use a seeded sample of this many training problems")
+    eval_tasks: str | None = _f(None, "labelled evaluation problems scored every eval_steps")
+    eval_tasks_path: str | None = _f(None, "local file of the evaluation problems")
+    eval_tasks_split: str | None = _f(None, "split of the evaluation dataset")
+    eval_tasks_limit: int | None = _f(None, "use a seeded sample of this many evaluation problems")
+    # rewards
+    label_source: str = _f("gold", "where the correct set comes from", choices=list(LABEL_SOURCES))
+    max_gold_tests: int = _f(8, "gold tests used per problem (CURE: 8)")
+    code_all_passed: bool = _f(False, "code reward: 1 if every gold test passes (else the share)")
+    post_stage: bool = _f(False, "CURE's post-stage test reward")
+    length_shaping: bool = _f(False, "CURE's length shaping for long chain-of-thought models")
+    min_len: int = _f(1000, "length shaping: lower clip of the target length (tokens)")
+    max_len: int = _f(8000, "length shaping: upper clip of the target length (tokens)")
+    bon_n: int = _f(4, "best-of-N logged every step: solutions")
+    bon_m: int = _f(4, "best-of-N logged every step: generated tests")
+    # prompts
+    p_give_example: float = _f(1.0, "probability that a prompt shows public examples (CURE 1.0)")
+    max_input_examples: int = _f(1, "public examples shown when shown (CURE: 1)")
+    # batch
+    problems_per_step: int | None = _f(None, "problems per generation batch (sets "
+                                             "generation_batch_size = problems x 2 x k)")
+    # execution
+    exec_slots: int | None = _f(None, "sandbox slots (default: CPU cores / local processes)")
+    exec_launcher: str = _f("auto", "sandbox launcher", choices=["auto", "bwrap", "direct", "docker"])
+    exec_allow_unsafe: bool = _f(False, "run generated code even with no isolation layer")
+    exec_time_limit_s: float | None = _f(None, "CPU seconds per test for every task (default: "
+                                               "each task's own limit)")
+    # machine
+    torch_threads: int | None = _f(None, "torch intra-op threads (1 on small CPUs)")
+
+    def __post_init__(self):
+        errors = []
+        if self.label_source not in LABEL_SOURCES:
+            errors.append(f"--label_source must be one of {', '.join(LABEL_SOURCES)}, got "
+                          f"{self.label_source!r}")
+        if not 0.0 <= self.p_give_example <= 1.0:
+            errors.append(f"--p_give_example must be in [0, 1], got {self.p_give_example}")
+        for name in ("max_gold_tests", "max_input_examples"):
+            if getattr(self, name) < 0:
+                errors.append(f"--{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("bon_n", "bon_m", "problems_per_step", "exec_slots", "torch_threads",
+                     "tasks_limit", "eval_tasks_limit"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                errors.append(f"--{name} must be >= 1, got {v}")
+        if self.exec_time_limit_s is not None and not self.exec_time_limit_s > 0:
+            errors.append(f"--exec_time_limit_s must be > 0, got {self.exec_time_limit_s}")
+        if self.min_len > self.max_len:
+            errors.append(f"--min_len ({self.min_len}) must not exceed --max_len ({self.max_len})")
+        if errors:
+            raise ValueError("; ".join(errors))
+        if self.length_shaping:
+            # CURE's shaped values are advantages already (mean zero); TRL must not rescale them
+            self.scale_rewards = "none"
+        if self.output_dir is None:
+            if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+                raise ValueError("--output_dir is required when several processes train together")
+            self.output_dir = os.path.join("runs", time.strftime("coevo-%Y%m%d-%H%M%S"))
+        k = self.num_generations
+        if self.problems_per_step is not None:
+            if self.generation_batch_size is not None or self.steps_per_generation is not None:
+                raise ValueError("--problems_per_step sets generation_batch_size; do not also set "
+                                 "--generation_batch_size or --steps_per_generation")
+            self.generation_batch_size = self.problems_per_step * 2 * k
+        if self.eval_tasks and self.eval_strategy == "no":
+            self.eval_strategy = "steps"
+        super().__post_init__()
+        if self.generation_batch_size % (2 * k) != 0:
+            raise ValueError(
+                f"a generation batch holds k={k} code rows then k test rows per problem, so "
+                f"generation_batch_size ({self.generation_batch_size}) must be a multiple of "
+                f"2k = {2 * k}; set --problems_per_step instead")
+        if self.eval_tasks and self.eval_strategy != "no":
+            ke = self.num_generations_eval or k
+            if (self.per_device_eval_batch_size * self.world_size) % (2 * ke) != 0:
+                raise ValueError(
+                    f"every evaluation batch must hold whole problems (k={ke} code rows then k "
+                    f"test rows each): per_device_eval_batch_size x processes "
+                    f"({self.per_device_eval_batch_size} x {self.world_size}) must be a multiple "
+                    f"of {2 * ke}")
+
+    @property
+    def problems_per_batch(self) -> int:
+        return self.generation_batch_size // (2 * self.num_generations)
+
+    def generation_batches(self, n_problems: int, gradient_accumulation_steps: int | None = None) -> int:
+        """How many generation batches the run draws: enough for ``max_steps`` optimiser steps,
+        or ``num_train_epochs`` passes over the problems."""
+        repeat = self.num_iterations * self.steps_per_generation
+        ga = gradient_accumulation_steps or self.gradient_accumulation_steps
+        if self.max_steps and self.max_steps > 0:
+            return math.ceil(self.max_steps * ga / repeat)
+        return max(1, math.ceil(self.num_train_epochs * n_problems / self.problems_per_batch))

@@ -1,0 +1,86 @@
+"""The paired dataset and sampler: one policy, two roles, TRL's advantage groups intact.
+
+Each problem i has four rows: (code | test) x (examples hidden | shown), at index
+``4 i + 2 shown + (role == test)``. The sampler emits, for each problem of a generation batch,
+its code row k times then its test row k times (k = ``num_generations``), so TRL's groups of k
+consecutive rows are per (problem, role) and a generation batch holds both roles of every problem.
+Whether a visit shows the public examples (``p_give_example``) is drawn once per visit and applies
+to both roles. The order is a fresh seeded permutation per pass over the problems; the stream is a
+pure function of the seed, and one run is one long "epoch", so a resumed run skips exactly the
+batches it already trained on and sees the same data in the same order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from torch.utils.data import Sampler
+
+from ..roles import coder_messages, tester_messages
+from ..tasks.model import Task
+
+CODE, TEST = "code", "test"
+
+
+def row_index(problem: int, role: str, shown: bool) -> int:
+    return 4 * problem + 2 * int(shown) + (role == TEST)
+
+
+def paired_rows(tasks: list[Task], split: str, max_input_examples: int = 1) -> list[dict]:
+    """The dataset rows (conversational ``prompt`` plus the columns the reward callable reads)."""
+    rows = []
+    for i, task in enumerate(tasks):
+        for shown in (False, True):
+            t = dataclasses.replace(task, examples=task.examples[:max_input_examples] if shown
+                                    else [])
+            for role, messages in ((CODE, coder_messages(t)), (TEST, tester_messages(t))):
+                rows.append({"prompt": messages, "role": role, "task_index": i,
+                             "task_id": task.id, "split": split, "shown": shown})
+    return rows
+
+
+class PairedSampler(Sampler):
+    """Indices for ``batches`` generation batches of ``problems_per_batch`` problems each, every
+    problem as k code rows then k test rows, every batch yielded ``repeat`` times (TRL reuses one
+    generation batch for ``steps_per_generation x num_iterations`` micro-steps, and the dataloader
+    must hand it over that many times)."""
+
+    def __init__(self, n_problems: int, k: int, problems_per_batch: int, batches: int,
+                 repeat: int = 1, seed: int = 0, shuffle: bool = True,
+                 p_give_example: float = 1.0):
+        if n_problems < 1:
+            raise ValueError("no problems to sample from")
+        self.n, self.k, self.ppb, self.batches = n_problems, k, problems_per_batch, batches
+        self.repeat, self.seed, self.shuffle, self.p = repeat, seed, shuffle, p_give_example
+
+    def problem_stream(self):
+        """(problem, shown) visits, forever: a seeded permutation per pass."""
+        order_rng = np.random.default_rng([self.seed, 0])
+        coin_rng = np.random.default_rng([self.seed, 1])
+        while True:
+            order = order_rng.permutation(self.n) if self.shuffle else np.arange(self.n)
+            for i in order:
+                shown = bool(coin_rng.random() < self.p) if 0 < self.p < 1 else self.p >= 1
+                yield int(i), shown
+
+    def __iter__(self):
+        visits = self.problem_stream()
+        for _ in range(self.batches):
+            batch = []
+            for _ in range(self.ppb):
+                i, shown = next(visits)
+                batch += [row_index(i, CODE, shown)] * self.k + [row_index(i, TEST, shown)] * self.k
+            for _ in range(self.repeat):
+                yield from batch
+
+    def __len__(self) -> int:
+        return self.batches * self.ppb * 2 * self.k * self.repeat
+
+
+class EvalSampler(PairedSampler):
+    """Every evaluation problem once, in order, examples hidden (CURE's ``eval_no_example``)."""
+
+    def __init__(self, n_problems: int, k: int):
+        super().__init__(n_problems, k, problems_per_batch=1, batches=n_problems, repeat=1,
+                         shuffle=False, p_give_example=0.0)

@@ -1,0 +1,185 @@
+"""The reward callable TRL calls once per generation batch, per process.
+
+It reads the dataset columns (``role``, ``task_index``, ``split``) and the completions, groups the
+rows by problem, builds one executor job per problem (``scoring.prepare``), runs them all on one
+:class:`~coevo_code.execution.Executor` started once for the whole run, and returns raw rewards
+that TRL's per-group scaling turns into advantages (``scoring.score``).
+
+Where the rows of a problem live: when every process's batch (``per_device_train_batch_size x
+steps_per_generation``) is a multiple of 2k, the sampler keeps every problem's 2k rows inside one
+process and each process scores its own rows; the per-problem counts are then gathered so the step
+metrics are exact. Otherwise the batch is gathered (``accelerate.utils.gather_object``), scored
+once on the main process, and each process takes its slice back. A problem missing a role even in
+the gathered batch is an error that names it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import deque
+from typing import Sequence
+
+from ..tasks.model import Task
+from .scoring import (CODE, TEST, ProblemScore, RewardOptions, batch_metrics, prepare, score)
+
+
+def _text(completion) -> str:
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion:
+        last = completion[-1]
+        if isinstance(last, dict):
+            content = last.get("content", "")
+            if isinstance(content, list):  # content blocks
+                return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+            return str(content)
+    return ""
+
+
+class CoevoReward:
+    """``reward_funcs=[CoevoReward(...)]``. After each call, ``last`` holds the step's metrics,
+    phase times and which local rows got no reward."""
+
+    __name__ = "coevo"
+
+    def __init__(self, tasks: dict[str, Sequence[Task]], options: RewardOptions,
+                 executor_options: dict | None = None, local_batch: dict[str, int] | None = None,
+                 k: dict[str, int] | None = None, exec_time_limit_s: float | None = None):
+        self.tasks = {split: list(ts) for split, ts in tasks.items()}
+        self.options = options
+        self.executor_options = dict(executor_options or {})
+        self.local_batch = dict(local_batch or {})
+        self.k = dict(k or {})
+        self.exec_time_limit_s = exec_time_limit_s
+        self.accelerator = None
+        self._executor = None
+        self.last: dict = {}
+        self.calls: deque = deque(maxlen=4)  # recent (split, local rows, rewards), for inspection
+        self.eval_scores: list[ProblemScore] = []
+
+    # ---- edges ----------------------------------------------------------------------------------
+    def bind(self, accelerator) -> None:
+        self.accelerator = accelerator
+
+    @property
+    def executor(self):
+        if self._executor is None:
+            from ..execution import Executor
+            opts = dict(self.executor_options)
+            if opts.get("slots") is None:
+                local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+                opts["slots"] = max(1, (os.cpu_count() or 1) // max(1, local))
+            self._executor = Executor(**opts)
+        return self._executor
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
+    @property
+    def _world(self) -> int:
+        return self.accelerator.num_processes if self.accelerator is not None else 1
+
+    def _local_ok(self, split: str) -> bool:
+        """Whether every process holds whole problems (a static property of the config)."""
+        size, k = self.local_batch.get(split), self.k.get(split)
+        return self._world == 1 or (size is not None and k is not None and size % (2 * k) == 0)
+
+    # ---- the call -------------------------------------------------------------------------------
+    def __call__(self, prompts=None, completions=None, completion_ids=None, role=None,
+                 task_index=None, split=None, log_metric=None, **_) -> list:
+        if completions is None or role is None or task_index is None:
+            raise ValueError("the coevo reward needs the dataset columns role and task_index "
+                             "(build the dataset with coevo_code.training.data.paired_rows)")
+        mode = split[0] if split else "train"
+        lengths = ([len(x) for x in completion_ids] if completion_ids is not None
+                   else [len(_text(c)) for c in completions])
+        items = [(int(ti), r, _text(c), n)
+                 for ti, r, c, n in zip(task_index, role, completions, lengths)]
+        if self._world > 1 and not self._local_ok(mode):
+            rewards, scores, phases = self._gathered(items, mode)
+        else:
+            rewards, scores, phases = self._compute(items, mode)
+            if self._world > 1:
+                from accelerate.utils import gather_object
+                scores = gather_object(scores)
+                phases = {k: max(gather_object([v])) for k, v in phases.items()}
+        metrics = batch_metrics(scores, phases["execution"])
+        if mode == "eval":
+            self.eval_scores.extend(scores)
+        self.last = {"split": mode, "metrics": metrics, "phases": phases,
+                     "no_reward": [r is None for r in rewards]}
+        self.calls.append((mode, [(ti, r, text) for ti, r, text, _ in items], list(rewards)))
+        if log_metric is not None:
+            for key, value in metrics.items():
+                if value is not None:
+                    log_metric(f"coevo/{key}", value)
+        return rewards
+
+    def _gathered(self, items, mode):
+        from accelerate.utils import broadcast_object_list, gather_object
+        acc = self.accelerator
+        per_process = gather_object([items])
+        flat = [x for chunk in per_process for x in chunk]
+        payload = [None]
+        if acc.is_main_process:
+            try:
+                payload = [self._compute(flat, mode)]
+            except Exception as e:  # noqa: BLE001 - every process must learn of it
+                payload = [e]
+        broadcast_object_list(payload, from_process=0)
+        if isinstance(payload[0], Exception):
+            raise payload[0]
+        rewards, scores, phases = payload[0]
+        start = sum(len(c) for c in per_process[:acc.process_index])
+        return rewards[start:start + len(items)], scores, phases
+
+    def _compute(self, items, mode):
+        """Score a batch (a list of (task index, role, text, length)); returns the rewards in
+        item order, the per-problem scores and the phase times."""
+        t0 = time.perf_counter()
+        tasks = self.tasks.get(mode)
+        if tasks is None:
+            raise ValueError(f"rows of split {mode!r} but no such task list")
+        groups: dict[int, dict[str, list[int]]] = {}
+        for pos, (ti, r, _, _) in enumerate(items):
+            if r not in (CODE, TEST):
+                raise ValueError(f"row {pos}: role must be code or test, got {r!r}")
+            if not 0 <= ti < len(tasks):
+                raise ValueError(f"row {pos}: task_index {ti} outside the {len(tasks)} {mode} problems")
+            groups.setdefault(ti, {CODE: [], TEST: []})[r].append(pos)
+        batches, where = [], []
+        for ti, g in groups.items():
+            missing = [r for r in (CODE, TEST) if not g[r]]
+            if missing:
+                raise RuntimeError(
+                    f"problem {tasks[ti].id}: the batch holds its {', '.join(r for r in (CODE, TEST) if g[r])} "
+                    f"rows but no {missing[0]} rows; each generation batch must hold k code rows "
+                    f"then k test rows of every problem (use PairedSampler and a batch that is a "
+                    f"multiple of 2k)")
+            b = prepare(tasks[ti], [items[p][2] for p in g[CODE]], [items[p][2] for p in g[TEST]],
+                        self.options, [items[p][3] for p in g[CODE]],
+                        [items[p][3] for p in g[TEST]])
+            if b.job is not None and self.exec_time_limit_s is not None:
+                b.job["time_limit_s"] = self.exec_time_limit_s
+            batches.append(b)
+            where.append(g)
+        t1 = time.perf_counter()
+        jobs = [b.job for b in batches if b.job is not None]
+        results = self.executor.run(jobs) if jobs else []
+        t2 = time.perf_counter()
+        it = iter(results)
+        scores = [score(b, next(it) if b.job is not None else None, self.options) for b in batches]
+        rewards: list = [None] * len(items)
+        for s, g in zip(scores, where):
+            for p, r in zip(g[CODE], s.code_rewards):
+                rewards[p] = r
+            for p, r in zip(g[TEST], s.test_rewards):
+                rewards[p] = r
+        rewards = [None if r is None or (isinstance(r, float) and math.isnan(r)) else r
+                   for r in rewards]
+        t3 = time.perf_counter()
+        return rewards, scores, {"execution": t2 - t1, "rewards": (t1 - t0) + (t3 - t2)}

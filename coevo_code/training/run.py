@@ -1,0 +1,160 @@
+"""One training run: load problems, build the paired datasets, the reward callable and the trainer,
+train (or resume), save. The ``coevo train`` command and the tests call :func:`train`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..tasks import LoaderError, load_tasks
+from ..tasks.model import Task
+from .config import CoevoConfig
+from .rundir import last_complete_checkpoint, set_aside, truncate_jsonl
+from .scoring import RewardOptions
+
+
+@dataclass
+class RunResult:
+    output_dir: Path
+    global_step: int
+    resumed_from: Path | None
+    final_dir: Path | None
+    trainer: object = None  # the CoevoTrainer (closed), for inspection
+
+
+def _load(name, path, split, limit, seed, what) -> list[Task]:
+    options = {"split": split} if split else {}
+    try:
+        ts = load_tasks(name, path, **options)
+    except LoaderError as e:
+        raise LoaderError(f"{what}: {e}") from None
+    tasks = [t for t in ts if t.tests]
+    if not tasks:
+        raise LoaderError(f"{what}: {ts.summary()}: no problem has a gold test")
+    if limit is not None and limit < len(tasks):
+        import numpy as np
+        pick = np.random.default_rng(seed).choice(len(tasks), size=limit, replace=False)
+        tasks = [tasks[i] for i in sorted(pick)]
+    return tasks
+
+
+def reward_options(config: CoevoConfig) -> RewardOptions:
+    return RewardOptions(max_gold_tests=config.max_gold_tests, post_stage=config.post_stage,
+                         code_all_passed=config.code_all_passed,
+                         length_shaping=config.length_shaping, min_len=config.min_len,
+                         max_len=config.max_len, bon_n=config.bon_n, bon_m=config.bon_m,
+                         label_source=config.label_source)
+
+
+def _is_main() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def prepare_resume(output_dir: Path) -> Path | None:
+    """Pick the last complete checkpoint, set later half-written ones aside, drop the metrics
+    lines written after it. Returns the checkpoint (None: start from scratch)."""
+    ckpt, later = last_complete_checkpoint(output_dir)
+    step = 0
+    if ckpt is not None:
+        step = int(ckpt.name.split("-")[1])
+    if _is_main():
+        for p in set_aside(later):
+            print(f"coevo: {p.name}: half-written at the interruption, set aside", file=sys.stderr)
+        for name in ("metrics.jsonl", "eval.jsonl"):
+            dropped = truncate_jsonl(output_dir / name, step)
+            if dropped:
+                print(f"coevo: {name}: dropped {dropped} line(s) after step {step}", file=sys.stderr)
+    return ckpt
+
+
+def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None,
+          eval_tasks=None, callbacks=None, rollout_func=None) -> RunResult:
+    """Train (or, with ``resume``, continue the run in ``config.output_dir``).
+
+    ``tasks``/``eval_tasks`` replace the configured datasets; ``callbacks`` are transformers
+    ``TrainerCallback``s; ``rollout_func`` is TRL's custom-rollout hook (agents, scripted
+    completions in tests)."""
+    import datasets
+    import torch
+    from trl import get_peft_config
+
+    from .data import paired_rows
+    from .model import is_tiny, save_tiny
+    from .reward import CoevoReward
+    from .trainer import CoevoTrainer
+
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
+    out = Path(config.output_dir)
+    if resume:
+        if not out.is_dir():
+            raise FileNotFoundError(f"--resume: no run directory {out}")
+        ckpt = prepare_resume(out)
+    else:
+        if (out / "metrics.jsonl").exists() or any(out.glob("checkpoint-*")):
+            raise FileExistsError(f"{out} already holds a run; continue it with "
+                                  f"`coevo train --resume {out}` or pick another --output_dir")
+        ckpt = None
+    out.mkdir(parents=True, exist_ok=True)
+
+    if tasks is None:
+        tasks = _load(config.tasks, config.tasks_path, config.tasks_split, config.tasks_limit,
+                      config.seed, "--tasks")
+    if eval_tasks is None and config.eval_tasks:
+        eval_tasks = _load(config.eval_tasks, config.eval_tasks_path, config.eval_tasks_split,
+                           config.eval_tasks_limit, config.seed, "--eval_tasks")
+    eval_tasks = list(eval_tasks or [])
+
+    name = getattr(model_args, "model_name_or_path", None)
+    init = dict(config.model_init_kwargs or {})
+    if is_tiny(name):
+        model = str(out / "initial-model")
+        if _is_main():
+            save_tiny(Path(model), seed=config.seed)
+        init.setdefault("dtype", "float32")
+    else:
+        model = name
+        if getattr(model_args, "dtype", None):
+            init.setdefault("dtype", model_args.dtype)
+        if getattr(model_args, "attn_implementation", None):
+            init.setdefault("attn_implementation", model_args.attn_implementation)
+        if getattr(model_args, "model_revision", None) not in (None, "main"):
+            init.setdefault("revision", model_args.model_revision)
+    config.model_init_kwargs = init
+    if config.world_size > 1:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()  # the main process wrote the tiny model
+
+    rows = paired_rows(tasks, "train", config.max_input_examples)
+    train_ds = datasets.Dataset.from_list(rows)
+    eval_ds = (datasets.Dataset.from_list(paired_rows(eval_tasks, "eval", 0))
+               if eval_tasks else None)
+    k = config.num_generations
+    reward = CoevoReward(
+        {"train": tasks, "eval": eval_tasks}, reward_options(config),
+        executor_options={"slots": config.exec_slots, "launcher": config.exec_launcher,
+                          "allow_unsafe": config.exec_allow_unsafe},
+        local_batch={"train": config.per_device_train_batch_size * config.steps_per_generation,
+                     "eval": config.per_device_eval_batch_size},
+        k={"train": k, "eval": config.num_generations_eval or k},
+        exec_time_limit_s=config.exec_time_limit_s)
+    peft = get_peft_config(model_args) if model_args is not None else None
+    trainer = CoevoTrainer(model=model, args=config, train_dataset=train_ds, eval_dataset=eval_ds,
+                           peft_config=peft, coevo_reward=reward, n_train=len(tasks),
+                           n_eval=len(eval_tasks), callbacks=callbacks,
+                           rollout_func=rollout_func)
+    try:
+        if trainer.is_world_process_zero():
+            resolved = {k: v for k, v in config.to_dict().items()}
+            (out / "resolved_config.json").write_text(json.dumps(resolved, indent=1, default=str))
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+        final = out / "final"
+        trainer.save_model(str(final))
+    finally:
+        trainer.close()
+    return RunResult(out, trainer.state.global_step, ckpt, final, trainer)

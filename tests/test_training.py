@@ -1,0 +1,152 @@
+"""Training on TRL with the tiny model and the real executor (CPU, one torch thread)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("trl")
+
+import torch  # noqa: E402
+
+from coevo_code.training import train  # noqa: E402
+from coevo_code.training.run import reward_options  # noqa: E402
+from coevo_code.training.scoring import LOWEST, METRIC_KEYS  # noqa: E402
+from coevo_code.training.trainer import STEP_KEYS  # noqa: E402
+from training_helpers import (GARBAGE, bundled, expected_rewards, scripted_rollout,  # noqa: E402
+                              tiny_config)
+
+torch.set_num_threads(1)
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_one_full_step_with_generation(tmp_path):
+    """The tiny model generates, the sandbox judges, TRL updates: one step end to end."""
+    cfg = tiny_config(tmp_path / "run", max_steps=1, save_strategy="steps", save_steps=1)
+    res = train(cfg)
+    assert res.global_step == 1
+    lines = _lines(tmp_path / "run" / "metrics.jsonl")
+    assert [x["step"] for x in lines] == [1]
+    line = lines[0]
+    assert list(line) == list(STEP_KEYS)  # every key on every line
+    for k, v in line.items():
+        assert v is None or (isinstance(v, (int, float)) and math.isfinite(v)), (k, v)
+    assert line["problems"] == 4 and line["generation"] == 1
+    assert line["time_generation"] > 0 and line["time_update"] > 0
+    # a random model writes garbage: it parses to nothing, gets the lowest reward, no crash
+    mode, rows, rewards = res.trainer.coevo_reward.calls[-1]
+    assert len(rows) == 32
+    for (ti, role, text), r in zip(rows, rewards):
+        if role == "code":
+            assert r == LOWEST["code"] or r is not None
+    assert (tmp_path / "run" / "checkpoint-1" / "trainer_state.json").exists()
+    assert (tmp_path / "run" / "final" / "config.json").exists()
+
+
+def _check_routing(res, tasks, k):
+    """Every reward TRL received equals an independent recomputation for its (problem, role)
+    group; garbage gets its role's lowest reward; problems nobody solves have no test rows."""
+    reward = res.trainer.coevo_reward
+    calls = [c for c in reward.calls if c[0] == "train"]
+    assert calls
+    from coevo_code.execution import Executor
+    with Executor(slots=1) as ex:
+        for mode, rows, rewards in calls:
+            # k code rows then k test rows per problem, groups intact
+            for g in range(0, len(rows), k):
+                group = rows[g:g + k]
+                assert len({(ti, role) for ti, role, _ in group}) == 1
+            for g in range(0, len(rows), 2 * k):
+                assert [r for _, r, _ in rows[g:g + 2 * k]] == ["code"] * k + ["test"] * k
+            want = expected_rewards(tasks, rows, reward_options(res.trainer.args), ex)
+            assert rewards == pytest.approx(want)
+            for (ti, role, text), r in zip(rows, rewards):
+                if text == GARBAGE and not (role == "test" and ti % 3 == 2):
+                    assert r == LOWEST[role]
+                if role == "test":
+                    assert (r is None) == (ti % 3 == 2)
+                if role == "code" and ti % 3 != 2 and "wrong" not in text and text != GARBAGE:
+                    assert r == 1.0
+
+
+def test_reward_routing_and_dropped_rows(tmp_path):
+    tasks = bundled(6)
+    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=3,
+                      per_device_train_batch_size=24)
+    res = train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    _check_routing(res, tasks, 4)
+    # the tests of a problem no solution solves are out of the loss: zero advantage, no tokens
+    dropped_tokens = []
+    for batch, (mode, rows, rewards) in zip(res.trainer.batches, res.trainer.coevo_reward.calls):
+        for (ti, role, _), dropped, adv, tokens in zip(rows, batch["dropped"], batch["advantages"],
+                                                       batch["tokens"]):
+            assert dropped == (role == "test" and ti % 3 == 2)
+            if dropped:
+                assert adv == 0.0
+                dropped_tokens.append(tokens)
+            else:
+                assert tokens > 0
+        assert any(a != 0 for a in batch["advantages"])
+    assert dropped_tokens and all(t == 0 for t in dropped_tokens)
+    lines = _lines(tmp_path / "run" / "metrics.jsonl")
+    assert [x["step"] for x in lines] == [1, 2]
+    for x in lines:
+        assert 0 < x["code_acc"] < 1 and 0 < x["ut_acc"] < 1
+        assert x["parse_fail_code"] > 0 and x["exec_cells"] > 0 and x["exec_cells_per_s"] > 0
+        assert x["test_rows_no_signal"] in (0, pytest.approx(1 / 3), pytest.approx(2 / 3))
+        assert x["loss"] is not None and x["grad_norm"] > 0
+
+
+def test_reward_routing_under_gradient_accumulation(tmp_path):
+    """4 micro-batches of 8 rows per optimiser step: the reward call still sees the whole
+    generation batch, both roles of every problem."""
+    tasks = bundled(6)
+    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=4,
+                      per_device_train_batch_size=8, gradient_accumulation_steps=4)
+    assert cfg.steps_per_generation == 4
+    res = train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    assert res.global_step == 2
+    _check_routing(res, tasks, 4)
+    assert len([c for c in res.trainer.coevo_reward.calls if c[0] == "train"]) == 2
+    assert [x["step"] for x in _lines(tmp_path / "run" / "metrics.jsonl")] == [1, 2]
+
+
+def test_weights_move_with_signal(tmp_path):
+    from transformers import AutoModelForCausalLM
+    tasks = bundled(6)
+    res = train(tiny_config(tmp_path / "run", max_steps=1, problems_per_step=3,
+                            per_device_train_batch_size=24), tasks=tasks,
+                rollout_func=scripted_rollout(tasks, 4))
+    a = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "initial-model")
+    b = AutoModelForCausalLM.from_pretrained(res.final_dir)
+    diff = max((pa - pb).abs().max().item() for pa, pb in zip(a.parameters(), b.parameters()))
+    assert diff > 1e-6
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"problems_per_step": None, "per_device_train_batch_size": 12}, "multiple of 2k"),
+    ({"p_give_example": 1.5}, "--p_give_example"),
+    ({"label_source": "oracle"}, "--label_source"),
+    ({"min_len": 10, "max_len": 5}, "--min_len"),
+])
+def test_config_errors_name_the_flag(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(tmp_path, **overrides)
+
+
+def test_length_shaping_passes_cure_advantages_through(tmp_path):
+    cfg = tiny_config(tmp_path, length_shaping=True)
+    assert cfg.scale_rewards == "none"
+
+
+def test_metric_keys_cover_the_issue():
+    for k in ("code_acc", "ut_acc", "p01", "p00", "bon_acc", "exec_cells_per_s"):
+        assert k in METRIC_KEYS
+    for k in ("step", "reward_code_mean", "reward_test_mean", "time_generation",
+              "time_execution", "time_rewards", "time_update"):
+        assert k in STEP_KEYS
