@@ -1,0 +1,35 @@
+"""Launched by tests/test_training_dist.py under ``torchrun --nproc_per_node 2`` (CPU, gloo):
+trains 2 steps on scripted completions and writes what each process's reward call saw."""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from training_helpers import bundled, scripted_rollout, tiny_config  # noqa: E402
+
+from coevo_code.training import train  # noqa: E402
+
+
+def main(out: str, mode: str) -> None:
+    import torch
+    torch.set_num_threads(1)
+    tasks = bundled(6)
+    if mode == "local":   # 4 problems x 8 rows = 32; 16 per process = 2 whole problems each
+        over = dict(problems_per_step=4, per_device_train_batch_size=16)
+    else:                 # 3 problems x 8 rows = 24; 12 per process splits a problem
+        over = dict(problems_per_step=3, per_device_train_batch_size=12)
+    cfg = tiny_config(out, max_steps=2, **over)
+    res = train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    rank = int(os.environ["RANK"])
+    reward = res.trainer.coevo_reward
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+        json.dump({"rank": rank, "world": res.trainer.accelerator.num_processes,
+                   "local_ok": reward._local_ok("train"), "steps": res.global_step,
+                   "calls": [[m, rows, rewards] for m, rows, rewards in reward.calls],
+                   "metrics": reward.last["metrics"]}, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
