@@ -11,6 +11,7 @@ pytest.importorskip("trl")
 
 import torch  # noqa: E402
 
+from coevo_code.roles import parse_program, parse_test  # noqa: E402
 from coevo_code.training import train  # noqa: E402
 from coevo_code.training.run import reward_options  # noqa: E402
 from coevo_code.training.scoring import LOWEST, METRIC_KEYS  # noqa: E402
@@ -41,9 +42,14 @@ def test_one_full_step_with_generation(tmp_path):
     # a random model writes garbage: it parses to nothing, gets the lowest reward, no crash
     mode, rows, rewards = res.trainer.coevo_reward.calls[-1]
     assert len(rows) == 32
+    tasks = bundled()
+    unparsed = 0
     for (ti, role, text), r in zip(rows, rewards):
-        if role == "code":
-            assert r == LOWEST["code"] or r is not None
+        parsed = (parse_program(text, tasks[ti]) if role == "code" else parse_test(text, tasks[ti]))
+        if not parsed.ok:
+            unparsed += 1
+            assert r is None if role == "test" else r == LOWEST["code"]
+    assert unparsed > 0
     assert (tmp_path / "run" / "checkpoint-1" / "trainer_state.json").exists()
     assert (tmp_path / "run" / "final" / "config.json").exists()
 
@@ -150,3 +156,32 @@ def test_metric_keys_cover_the_issue():
     for k in ("step", "reward_code_mean", "reward_test_mean", "time_generation",
               "time_execution", "time_rewards", "time_update"):
         assert k in STEP_KEYS
+
+
+def test_eval_set_and_tensorboard(tmp_path):
+    """The labelled evaluation set is scored every eval_steps (pooled exactly over the whole
+    set), and the step metrics reach TensorBoard through TRL's report_to."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    tasks = bundled(6)
+    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=3,
+                      per_device_train_batch_size=24, eval_tasks="bundled", eval_steps=2,
+                      per_device_eval_batch_size=8, report_to=["tensorboard"])
+    assert cfg.eval_strategy == "steps"
+    train(cfg, tasks=tasks, eval_tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    evals = _lines(tmp_path / "run" / "eval.jsonl")
+    assert [e["step"] for e in evals] == [2]
+    e = evals[0]
+    assert e["problems"] == 6
+    # problems 2 and 5 get only wrong solutions; the others 3 correct of 4
+    assert e["code_acc"] == pytest.approx(12 / 24)
+    assert e["bon_acc"] == pytest.approx(4 / 6)
+    events = list(tmp_path.rglob("events.out.tfevents*"))
+    assert events
+    tags = set()
+    for ev in events:
+        acc = EventAccumulator(str(ev))
+        acc.Reload()
+        tags |= set(acc.Tags()["scalars"])
+    assert "train/coevo/code_acc" in tags and "train/loss" in tags
+    assert any(t.startswith("eval/") and "code_acc" in t for t in tags), sorted(tags)

@@ -13,6 +13,7 @@ from coevo_code.training.config import CoevoConfig
 from coevo_code.training.data import paired_rows
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func: TRL's hook, used on purpose
 
 
 def tiny_config(output_dir, **overrides) -> CoevoConfig:

@@ -104,8 +104,12 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
 
 
 def run_train(a: TrainArgs) -> int:
+    from transformers.utils import logging as hf_logging
+
     from ..tasks import LoaderError
     from .run import train
+
+    hf_logging.disable_progress_bar()  # shard-writing bars; the training bar stays
 
     out = Path(a.config.output_dir)
     main = a.config.process_index == 0

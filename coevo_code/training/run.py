@@ -130,6 +130,14 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
         if dist.is_available() and dist.is_initialized():
             dist.barrier()  # the main process wrote the tiny model
 
+    if config.max_steps is None or config.max_steps <= 0:
+        # one long "epoch" for the sampler (fresh order per pass, resumable): express
+        # num_train_epochs as steps; each generation batch serves
+        # num_iterations x steps_per_generation / gradient_accumulation_steps optimiser steps
+        import math
+        gens = math.ceil(config.num_train_epochs * len(tasks) / config.problems_per_batch)
+        config.max_steps = math.ceil(gens * config.num_iterations * config.steps_per_generation
+                                     / config.gradient_accumulation_steps)
     rows = paired_rows(tasks, "train", config.max_input_examples)
     train_ds = datasets.Dataset.from_list(rows)
     eval_ds = (datasets.Dataset.from_list(paired_rows(eval_tasks, "eval", 0))
