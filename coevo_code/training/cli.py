@@ -90,7 +90,9 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
     parser = _parser()
     parser.set_defaults_with_config(**{k: v for k, v in base.items() if k != "env"})
     for a in argv:
-        if a.startswith("--") and a[2:].split("=")[0].replace("-", "_") not in known:
+        name = a[2:].split("=")[0].replace("-", "_")
+        if a.startswith("--") and name not in known and not (
+                name.startswith("no_") and name[3:] in known):
             raise ValueError(f"unknown flag {a.split('=')[0]} (see `coevo train --help-fields`)")
     ns_default, _ = parser.parse_known_args([])
     ns, rest = parser.parse_known_args(argv)
@@ -117,7 +119,7 @@ def run_train(a: TrainArgs) -> int:
         print(f"coevo: run directory {out}", file=sys.stderr, flush=True)
     t0 = time.time()
     try:
-        if main and not (a.resume and not a.inputs):
+        if main:
             out.mkdir(parents=True, exist_ok=True)
             if not a.resume and ((out / "metrics.jsonl").exists() or any(out.glob("checkpoint-*"))):
                 raise FileExistsError(f"{out} already holds a run; continue it with "

@@ -188,8 +188,8 @@ def _mean_std(values) -> tuple[float | None, float | None]:
 
 def _num(x) -> float | None:
     """A finite float, or None (JSON null) where the metric is undefined."""
-    if x is None:
-        return None
+    if x is None or isinstance(x, int):
+        return x
     x = float(x)
     return x if math.isfinite(x) else None
 

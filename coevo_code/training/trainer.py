@@ -49,11 +49,13 @@ class _Progress(ProgressCallback):
                 return
             post = {short: f"{logs[k]:.3g}" for k, short in self.SHOW
                     if isinstance(logs.get(k), (int, float))}
-            if "eval_loss" in logs or any(k.startswith("eval_") for k in logs):
-                self.training_bar.write("eval: " + ", ".join(
-                    f"{k[len('eval_pooled/'):]}={v:.3g}" for k, v in logs.items()
-                    if k.startswith("eval_pooled/") and isinstance(v, (int, float))))
-            elif post:
+            pooled = {k[len("eval_pooled/"):]: v for k, v in logs.items()
+                      if k.startswith("eval_pooled/") and isinstance(v, (int, float))}
+            if pooled:
+                self.training_bar.write(f"eval at step {state.global_step}: " + ", ".join(
+                    f"{k}={v:.3g}" for k, v in pooled.items()
+                    if k in ("code_acc", "ut_acc", "bon_acc", "p01", "p00")))
+            elif not any(k.startswith("eval_") for k in logs) and post:
                 self.training_bar.set_postfix(post, refresh=False)
 
 
@@ -179,8 +181,10 @@ class CoevoTrainer(GRPOTrainer):
         self.coevo_reward.eval_scores = []
         if self._eval_writer is not None and self.is_world_process_zero():
             self._eval_writer.write({"step": self.state.global_step, **pooled})
-        metrics.update({f"{metric_key_prefix}_pooled/{k}": v for k, v in pooled.items()
-                        if v is not None})
+        exact = {f"{metric_key_prefix}_pooled/{k}": v for k, v in pooled.items() if v is not None}
+        if exact:
+            self.log(exact)  # to report_to and the progress bar, exact over the whole set
+        metrics.update(exact)
         return metrics
 
     def close(self) -> None:
