@@ -111,8 +111,11 @@ def full_matrix(batch: ProblemBatch, result: dict | None) -> np.ndarray:
     if result is None or "passed" not in result:
         why = (result or {}).get("error", "no result")
         raise RuntimeError(f"the executor gave no matrix for problem {batch.task.id}: {why}")
-    ran = np.asarray(result["passed"], dtype=bool).reshape(
-        sum(p.ok for p in batch.programs), t + sum(x.ok for x in batch.tests))
+    shape = (sum(p.ok for p in batch.programs), t + sum(x.ok for x in batch.tests))
+    ran = np.asarray(result["passed"], dtype=bool)
+    if ran.shape != shape:
+        raise RuntimeError(f"the executor's matrix for problem {batch.task.id} has shape "
+                           f"{ran.shape}, expected {shape}")
     rows = [i for i, p in enumerate(batch.programs) if p.ok]
     cols = list(range(t)) + [t + j for j, x in enumerate(batch.tests) if x.ok]
     full[np.ix_(rows, cols)] = ran

@@ -1,0 +1,189 @@
+"""Pure parts of training: the sampler's order, scoring, step metrics, the native loader and the
+shipped tiny-model files."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coevo_code.rewards import cure_length_shaping, group_normalize
+from coevo_code.tasks import LoaderError, check_tasks, load_tasks
+from coevo_code.tasks.model import Task, TestCase
+from coevo_code.training.scoring import (LOWEST, METRIC_KEYS, RewardOptions, batch_metrics,
+                                         full_matrix, prepare, score)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---- the sampler ------------------------------------------------------------------------------
+def _sampler(**kw):
+    pytest.importorskip("torch")
+    from coevo_code.training.data import PairedSampler
+    args = dict(n_problems=5, k=3, problems_per_batch=2, batches=7, repeat=1, seed=1)
+    args.update(kw)
+    return PairedSampler(**args)
+
+
+def test_sampler_layout_k_code_then_k_test_per_problem():
+    idx = list(_sampler())
+    assert len(idx) == len(_sampler()) == 7 * 2 * 6
+    for g in range(0, len(idx), 6):
+        block = idx[g:g + 6]
+        problem = {i // 4 for i in block}
+        assert len(problem) == 1
+        assert all(i % 2 == 0 for i in block[:3]) and all(i % 2 == 1 for i in block[3:])
+        assert len(set(block[:3])) == 1 and len(set(block[3:])) == 1
+        assert block[0] // 2 == block[3] // 2  # the same examples-shown choice for both roles
+
+
+def test_sampler_covers_every_problem_once_per_pass_and_is_prefix_stable():
+    idx = list(_sampler(batches=5))
+    visits = [i // 4 for i in idx[::6]]
+    assert sorted(visits[:5]) == [0, 1, 2, 3, 4] and sorted(visits[5:10]) == [0, 1, 2, 3, 4]
+    assert visits[:5] != visits[5:10] or visits[:5] != list(range(5))
+    longer = list(_sampler(batches=9))
+    assert longer[:len(idx)] == idx  # resuming with a larger max_steps keeps the order
+    assert list(_sampler(batches=5)) == idx
+    assert list(_sampler(batches=5, seed=2)) != idx
+
+
+def test_sampler_repeats_each_generation_batch_for_trl():
+    idx = list(_sampler(batches=2, repeat=3))
+    one = 2 * 6
+    assert idx[:one] == idx[one:2 * one] == idx[2 * one:3 * one]
+    assert idx[3 * one:4 * one] != idx[:one]
+
+
+@pytest.mark.parametrize("p, lo, hi", [(0.0, 0, 0), (1.0, 1, 1), (0.3, 0.22, 0.38)])
+def test_sampler_shows_examples_with_probability_p(p, lo, hi):
+    idx = list(_sampler(n_problems=50, problems_per_batch=10, batches=30, p_give_example=p))
+    shown = [(i % 4) >= 2 for i in idx[::6]]
+    assert lo <= sum(shown) / len(shown) <= hi
+
+
+# ---- scoring ----------------------------------------------------------------------------------
+STDIO = Task(id="double", source="t", kind="stdio", prompt="double it",
+             tests=[TestCase(input="2\n", output="4\n"), TestCase(input="5\n", output="10\n")])
+GOOD = "```python\nprint(int(input()) * 2)\n```"
+WRONG = "```python\nprint(4)\n```"
+
+
+def _t(inp, out):
+    return f"**Test Input:**\n```\n{inp}```\n\n**Test Output:**\n```\n{out}```"
+
+
+def test_prepare_leaves_unparsed_completions_out_of_the_job():
+    b = prepare(STDIO, [GOOD, "no code", WRONG], [_t("3\n", "6\n"), "nothing", _t("1\n", "9\n")],
+                RewardOptions())
+    assert len(b.job["programs"]) == 2 and len(b.job["tests"]) == 2 + 2
+    full = full_matrix(b, {"passed": [[True, True, True, False], [True, False, False, False]]})
+    assert full.tolist() == [[True, True, True, False, False],
+                             [False] * 5,
+                             [True, False, False, False, False]]
+
+
+def test_score_by_hand():
+    b = prepare(STDIO, [GOOD, "no code", WRONG], [_t("3\n", "6\n"), "nothing", _t("2\n", "4\n")],
+                RewardOptions())
+    # good passes everything; wrong passes gold 1 and generated test 3 (input 2)
+    s = score(b, {"passed": [[True, True, True, True], [True, False, False, True]]},
+              RewardOptions())
+    assert s.code_rewards == [1.0, LOWEST["code"], 0.5]
+    # W = {unparsed, wrong}: test 1 accurate, catches both -> 1; test 2 unparsed -> -1;
+    # test 3 accurate, catches only the unparsed one -> 0.5
+    assert s.test_rewards == [1.0, LOWEST["test"], 0.5]
+    assert s.n_correct == 1 and s.code_parse_failures == 1 and s.test_parse_failures == 1
+    assert s.cells == 2 * 4
+
+
+def test_no_correct_solution_means_no_test_reward_and_no_gold_no_code_reward():
+    b = prepare(STDIO, [WRONG, WRONG], [_t("3\n", "6\n"), _t("2\n", "4\n")], RewardOptions())
+    s = score(b, {"passed": [[True, False, False, True]] * 2}, RewardOptions())
+    assert s.code_rewards == [0.5, 0.5] and s.test_rewards == [None, None]
+    nogold = Task(id="x", source="t", kind="stdio", prompt="p", tests=[])
+    b = prepare(nogold, [GOOD], [_t("3\n", "6\n")], RewardOptions())
+    s = score(b, {"passed": [[True]]}, RewardOptions())
+    assert s.code_rewards == [None] and s.test_rewards == [None] and s.n_correct is None
+
+
+def test_max_gold_tests_and_all_passed():
+    opts = RewardOptions(max_gold_tests=1, code_all_passed=True)
+    b = prepare(STDIO, [GOOD, WRONG], [], opts)
+    assert b.n_gold == 1 and len(b.job["tests"]) == 1
+    s = score(b, {"passed": [[True], [True]]}, opts)
+    assert s.code_rewards == [1.0, 1.0] and s.test_rewards == []
+
+
+def test_length_shaping_returns_cure_advantages():
+    opts = RewardOptions(length_shaping=True, min_len=1, max_len=100)
+    b = prepare(STDIO, [GOOD, GOOD, WRONG, "not code at all"], [], opts,
+                code_lengths=[30, 10, 20, 5])
+    s = score(b, {"passed": [[True, True], [True, True], [False, False]]}, opts)
+    want = cure_length_shaping(group_normalize([1, 1, 0, 0], keep_all_ones=True),
+                               [30, 10, 20, 5], 1, 100)
+    assert s.code_rewards == pytest.approx(list(want))
+    assert sum(s.code_rewards) == pytest.approx(0.0)
+
+
+def test_batch_metrics_keys_and_undefined_values():
+    m = batch_metrics([])
+    assert list(m) == list(METRIC_KEYS)
+    assert m["code_acc"] is None and m["problems"] == 0 and m["exec_cells_per_s"] is None
+    b = prepare(STDIO, [GOOD, WRONG], [_t("3\n", "6\n"), _t("2\n", "4\n")], RewardOptions())
+    s = score(b, {"passed": [[True, True, True, True], [True, False, False, True]]},
+              RewardOptions())
+    m = batch_metrics([s], exec_seconds=0.5)
+    assert m["code_acc"] == 0.5 and m["ut_acc"] == 1.0
+    assert m["p01"] == 0.5 and m["p00"] is None  # no inaccurate test: undefined, not NaN
+    assert m["exec_cells_per_s"] == 16.0 and m["bon_acc"] == 1.0
+    assert all(v is None or math.isfinite(v) for v in m.values())
+    json.dumps(m)
+
+
+# ---- the native loader and the bundled problems -------------------------------------------------
+def test_bundled_problems_load_and_every_reference_passes(executor):
+    ts = load_tasks("bundled")
+    assert len(ts) >= 20 and {t.kind for t in ts} == {"stdio", "functional"}
+    assert all(len(t.tests) >= 5 and t.references for t in ts)
+    report = check_tasks(ts, executor)
+    assert report.passed == report.checked == len(ts), report.summary()
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("- {id: a, kind: stdio, prompt: p}\n", "missing field 'tests'"),
+    ("- {id: a, kind: functional, prompt: p, tests: [{code: 'assert f()'}]}\n", "entry_point"),
+    ("- {id: a, kind: stdio, prompt: p, tests: [{input: '1'}]}\n", "tests[0]"),
+    ("- {id: a, kind: stdio, prompt: p, tests: [{input: '1', output: '1'}], colour: red}\n",
+     "colour"),
+    ("- {id: a, kind: stdio, prompt: p, tests: [{input: '1', output: '1'}]}\n"
+     "- {id: a, kind: stdio, prompt: q, tests: [{input: '1', output: '1'}]}\n", "duplicate id"),
+    ("- {id: a, kind: sql, prompt: p, tests: [{input: '1', output: '1'}]}\n", "kind"),
+    ("key: [unclosed\n", "not valid YAML"),
+])
+def test_native_loader_errors_name_the_record(tmp_path, text, needle):
+    f = tmp_path / "p.yaml"
+    f.write_text(text)
+    with pytest.raises(LoaderError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        load_tasks("native", str(f))
+
+
+# ---- the tiny model's files ----------------------------------------------------------------------
+def test_shipped_tiny_model_files_are_what_the_script_makes(tmp_path):
+    pytest.importorskip("tokenizers")
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), "--out",
+                        str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    shipped = ROOT / "coevo_code" / "assets" / "tiny"
+    names = sorted(x.name for x in shipped.iterdir())
+    assert names == sorted(x.name for x in tmp_path.iterdir())
+    for name in names:
+        assert (shipped / name).read_bytes() == (tmp_path / name).read_bytes(), name
+    cfg = json.loads((shipped / "config.json").read_text())
+    assert cfg["num_hidden_layers"] == 2 and cfg["hidden_size"] == 64
+    assert np.isfinite(cfg["vocab_size"])
