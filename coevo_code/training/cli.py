@@ -3,6 +3,7 @@ resume, and the run directory's ``config.yaml`` (the inputs that reproduce the r
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass, fields
@@ -109,6 +110,7 @@ def run_train(a: TrainArgs) -> int:
     from transformers.utils import logging as hf_logging
 
     from ..tasks import LoaderError
+    from .rundir import refuse_existing_run
     from .run import train
 
     hf_logging.disable_progress_bar()  # shard-writing bars; the training bar stays
@@ -121,13 +123,15 @@ def run_train(a: TrainArgs) -> int:
     try:
         if main:
             out.mkdir(parents=True, exist_ok=True)
-            if not a.resume and ((out / "metrics.jsonl").exists() or any(out.glob("checkpoint-*"))):
-                raise FileExistsError(f"{out} already holds a run; continue it with "
-                                      f"`coevo train --resume {out}` or pick another --output_dir")
+            if not a.resume:
+                refuse_existing_run(out)  # before config.yaml is written over the old one's
             (out / "config.yaml").write_text(yaml.safe_dump(a.inputs, sort_keys=False))
         result = train(a.config, a.model, resume=a.resume)
     except (LoaderError, FileExistsError, FileNotFoundError, ValueError) as e:
-        print(f"coevo: {str(e).splitlines()[0]}", file=sys.stderr)
+        if os.environ.get("COEVO_DEBUG"):
+            raise
+        print(f"coevo: {str(e).splitlines()[0]} (COEVO_DEBUG=1 for the traceback)",
+              file=sys.stderr)
         return 2
     if main:
         print(f"coevo: {result.global_step} steps in {time.time() - t0:.0f} s; metrics "

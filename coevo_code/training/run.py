@@ -13,7 +13,7 @@ from pathlib import Path
 from ..tasks import LoaderError, load_tasks
 from ..tasks.model import Task
 from .config import CoevoConfig
-from .rundir import last_complete_checkpoint, set_aside, truncate_jsonl
+from .rundir import last_complete_checkpoint, refuse_existing_run, set_aside, truncate_jsonl
 from .scoring import RewardOptions
 
 
@@ -95,9 +95,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
             raise FileNotFoundError(f"--resume: no run directory {out}")
         ckpt = prepare_resume(out)
     else:
-        if (out / "metrics.jsonl").exists() or any(out.glob("checkpoint-*")):
-            raise FileExistsError(f"{out} already holds a run; continue it with "
-                                  f"`coevo train --resume {out}` or pick another --output_dir")
+        refuse_existing_run(out)
         ckpt = None
     out.mkdir(parents=True, exist_ok=True)
 

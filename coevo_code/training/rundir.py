@@ -54,6 +54,14 @@ def last_complete_checkpoint(run_dir: Path) -> tuple[Path | None, list[Path]]:
     return best, later
 
 
+def refuse_existing_run(run_dir: Path) -> None:
+    """A fresh run must not write into a directory that holds one (nothing gets overwritten)."""
+    run_dir = Path(run_dir)
+    if (run_dir / "metrics.jsonl").exists() or any(run_dir.glob("checkpoint-*")):
+        raise FileExistsError(f"{run_dir} already holds a run; continue it with "
+                              f"`coevo train --resume {run_dir}` or pick another --output_dir")
+
+
 def set_aside(paths) -> list[Path]:
     moved = []
     for p in paths:
