@@ -187,3 +187,33 @@ def test_shipped_tiny_model_files_are_what_the_script_makes(tmp_path):
     cfg = json.loads((shipped / "config.json").read_text())
     assert cfg["num_hidden_layers"] == 2 and cfg["hidden_size"] == 64
     assert np.isfinite(cfg["vocab_size"])
+
+
+def test_reward_names_a_problem_whose_batch_lacks_a_role():
+    pytest.importorskip("trl")
+    from coevo_code.training.reward import CoevoReward
+    r = CoevoReward({"train": [STDIO]}, RewardOptions())
+    with pytest.raises(RuntimeError, match="problem double: .* no test rows"):
+        r(completions=[GOOD, GOOD], role=["code", "code"], task_index=[0, 0],
+          split=["train", "train"])
+    with pytest.raises(ValueError, match="role and task_index"):
+        r(completions=[GOOD])
+
+
+def test_reward_call_without_trl_scores_a_plain_batch():
+    """The callable as TRL calls it (one process): rewards in row order, metrics kept."""
+    pytest.importorskip("trl")
+    from coevo_code.training.reward import CoevoReward
+    r = CoevoReward({"train": [STDIO]}, RewardOptions(), executor_options={"slots": 1})
+    try:
+        logged = {}
+        out = r(completions=[[{"role": "assistant", "content": c}] for c in
+                             (GOOD, "no code", _t("3\n", "6\n"), _t("2\n", "5\n"))],
+                role=["code", "code", "test", "test"], task_index=[0] * 4,
+                split=["train"] * 4, log_metric=lambda k, v: logged.__setitem__(k, v))
+    finally:
+        r.close()
+    # the inaccurate test (2 -> 5) fails the correct solution; no wrong solution passes it: -0
+    assert out == [1.0, 0.0, 1.0, 0.0]
+    assert r.last["metrics"]["code_acc"] == 0.5 and logged["coevo/code_acc"] == 0.5
+    assert r.last["no_reward"] == [False] * 4
