@@ -12,7 +12,10 @@ canonical solution's speed) and its special oracles for a few MBPP+ tasks; see `
 
 Inputs are grouped into tests of up to ``chunk`` inputs (a test passes when every input in it
 does), base inputs apart from plus inputs, so that HumanEval+'s 124,000 inputs make ~2,800 cells
-rather than one cell each.
+rather than one cell each. ``chunk=None`` puts all base inputs in one test and all plus inputs in
+another (two cells per solution, stopping at the first failing input, as evalplus's fast check
+does): what scoring samples uses. The CPU limit of a test is 4x the canonical solution's time on
+its inputs (at least 5 s), as evalplus's ``gt_time_limit_factor`` and ``min_time_limit``.
 """
 
 from __future__ import annotations
@@ -246,7 +249,7 @@ def _expected_outputs(name, records, inputs_of, origin_hash, executor=None, chun
     return have
 
 
-def _load_plus(name: str, source, executor=None, chunk: int = 50, limit: int | None = None,
+def _load_plus(name: str, source, executor=None, chunk: int | None = 50, limit: int | None = None,
                seed: int = 0) -> TaskSet:
     src = source or HUB_IDS[name]
     records, origin = read_records(src, name)  # json module: ints too large for Arrow are fine
@@ -283,29 +286,33 @@ def _load_plus(name: str, source, executor=None, chunk: int = 50, limit: int | N
         special = _special(name, entry)
         atol = float(r.get("atol") or 0)
         tests, skipped, base_tests = [], 0, 0
+        size = chunk or max(1, len(ins))
         for lo, hi in ((0, n_base), (n_base, len(ins))):
             keep = [(i, o) for i, o in zip(ins[lo:hi], outs[lo:hi]) if o is not None]
             skipped += (hi - lo) - len(keep)
-            for a in range(0, len(keep), chunk):
-                part = keep[a:a + chunk]
+            for a in range(0, len(keep), size):
+                part = keep[a:a + size]
                 tests.append(TestCase(code=(
                     f"_coevo_check({entry}, {repr([i for i, _ in part])!r}, "
                     f"{[o for _, o in part]!r}, {atol!r}, {special!r})")))
             if lo == 0:
                 base_tests = len(tests)
         prefix = r["prompt"] if name == "humanevalplus" else ""
+        # the canonical time was measured per group of 50 inputs: a larger test gets the sum
+        groups = 1 if chunk and chunk <= 50 else max(1, -(-max(n_base, len(ins) - n_base) // 50))
         tasks.append(Task(id=tid, source=name, kind="functional", prompt=r["prompt"], tests=tests,
                           entry_point=entry, setup=CHECK_SETUP, program_prefix=prefix,
                           references=[_program(name, r)],
-                          time_limit_s=max(MIN_TIME_S, TIME_FACTOR * expected[tid]["seconds"]),
+                          time_limit_s=max(MIN_TIME_S,
+                                           TIME_FACTOR * expected[tid]["seconds"] * groups),
                           metadata={"base_tests": base_tests, "inputs": len(ins),
                                     "skipped_inputs": skipped, "atol": atol}))
     return TaskSet(name, origin, tasks)
 
 
-def load_humanevalplus(source=None, executor=None, limit=None, seed=0) -> TaskSet:
-    return _load_plus("humanevalplus", source, executor, limit=limit, seed=seed)
+def load_humanevalplus(source=None, executor=None, limit=None, seed=0, chunk=50) -> TaskSet:
+    return _load_plus("humanevalplus", source, executor, chunk=chunk, limit=limit, seed=seed)
 
 
-def load_mbppplus(source=None, executor=None, limit=None, seed=0) -> TaskSet:
-    return _load_plus("mbppplus", source, executor, limit=limit, seed=seed)
+def load_mbppplus(source=None, executor=None, limit=None, seed=0, chunk=50) -> TaskSet:
+    return _load_plus("mbppplus", source, executor, chunk=chunk, limit=limit, seed=seed)

@@ -19,7 +19,14 @@ class _DroppedRowsFilter(logging.Filter):
 
 logging.getLogger("trl.trainer.grpo_trainer").addFilter(_DroppedRowsFilter())
 
-from .config import CoevoConfig  # noqa: E402
-from .run import RunResult, train  # noqa: E402
-
 __all__ = ["CoevoConfig", "RunResult", "train"]
+
+
+def __getattr__(name):  # torch, transformers and TRL load on first use, not on import
+    if name == "CoevoConfig":
+        from .config import CoevoConfig
+        return CoevoConfig
+    if name in ("RunResult", "train"):
+        from . import run
+        return getattr(run, name)
+    raise AttributeError(name)

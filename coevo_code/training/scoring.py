@@ -25,7 +25,7 @@ Per problem (CURE, arXiv:2506.03136, Sec. 3; the core's ``rewards`` module):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -33,7 +33,8 @@ import numpy as np
 from ..metrics import TestCounts, best_of_n_accuracy, test_counts
 from ..rewards import (correct_from_gold, cure_code_rewards, cure_length_shaping,
                        cure_test_rewards, group_normalize)
-from ..roles import parse_program, parse_test
+from ..matrix import ProblemBatch, full_matrix
+from ..matrix import prepare as prepare_job
 from ..tasks.model import Task
 
 CODE, TEST = "code", "test"
@@ -56,19 +57,6 @@ class RewardOptions:
 
 
 @dataclass
-class ProblemBatch:
-    """One problem's k code and k test completions, parsed, and the job that judges them."""
-
-    task: Task
-    programs: list  # ParsedProgram
-    tests: list     # ParsedTest
-    n_gold: int
-    job: dict | None  # None: nothing to run (no parsed program, or no test at all)
-    code_lengths: list[int] = field(default_factory=list)
-    test_lengths: list[int] = field(default_factory=list)
-
-
-@dataclass
 class ProblemScore:
     """Rewards and the counts behind the step metrics, for one problem."""
 
@@ -88,38 +76,11 @@ class ProblemScore:
 
 def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
             options: RewardOptions, code_lengths=(), test_lengths=()) -> ProblemBatch:
-    """Parse the completions and build the executor job (gold tests first, then the parsed
-    generated tests; unparsed programs and tests are left out of the job)."""
+    """Parse the completions and build the executor job (see :func:`coevo_code.matrix.prepare`)."""
     if options.label_source != "gold":
         raise ValueError(f"label_source {options.label_source!r} is not available yet; use 'gold'")
-    programs = [parse_program(c, task) for c in code_texts]
-    tests = [parse_test(c, task) for c in test_texts]
-    gold = list(task.tests[:options.max_gold_tests]) if options.max_gold_tests > 0 else []
-    run_programs = [p.code for p in programs if p.ok]
-    run_tests = gold + [t.test for t in tests if t.ok]
-    job = task.job(run_programs, run_tests) if run_programs and run_tests else None
-    return ProblemBatch(task, programs, tests, len(gold), job, list(code_lengths),
-                        list(test_lengths))
-
-
-def full_matrix(batch: ProblemBatch, result: dict | None) -> np.ndarray:
-    """The n x (t + m) pass matrix over *all* completions (unparsed rows/columns all False)."""
-    n, t, m = len(batch.programs), batch.n_gold, len(batch.tests)
-    full = np.zeros((n, t + m), dtype=bool)
-    if batch.job is None:
-        return full
-    if result is None or "passed" not in result:
-        why = (result or {}).get("error", "no result")
-        raise RuntimeError(f"the executor gave no matrix for problem {batch.task.id}: {why}")
-    shape = (sum(p.ok for p in batch.programs), t + sum(x.ok for x in batch.tests))
-    ran = np.asarray(result["passed"], dtype=bool)
-    if ran.shape != shape:
-        raise RuntimeError(f"the executor's matrix for problem {batch.task.id} has shape "
-                           f"{ran.shape}, expected {shape}")
-    rows = [i for i, p in enumerate(batch.programs) if p.ok]
-    cols = list(range(t)) + [t + j for j, x in enumerate(batch.tests) if x.ok]
-    full[np.ix_(rows, cols)] = ran
-    return full
+    return prepare_job(task, code_texts, test_texts, options.max_gold_tests, code_lengths,
+                       test_lengths)
 
 
 def _shape(values: list, lengths: list[int], options: RewardOptions) -> list:

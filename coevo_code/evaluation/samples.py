@@ -1,0 +1,112 @@
+"""Scoring solutions that already exist: a JSONL of samples in evalplus's format
+(``task_id`` plus ``solution``, a whole program, or ``completion``, appended to the task's
+prompt), judged on a benchmark's gold tests.
+
+``pass@1`` is evalplus's: the mean over tasks of the share of that task's samples that pass. On
+the "+" benchmarks a sample passes when it passes the base *and* the plus inputs (evalplus's
+"base + extra tests" figure) and ``pass@1_base`` is the base-input figure; each set of inputs runs
+as one cell that stops at the first failing input. With n samples per task, ``pass@k`` (unbiased,
+Chen et al. 2021 Eq. 1) is reported for every k in (1, 10, 100) not above the smallest n.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..metrics import pass_at_k
+from ..tasks.model import LoaderError, TaskSet
+
+
+class SampleError(ValueError):
+    """A samples file that cannot be scored; the message names the line."""
+
+
+@dataclass
+class SampleVerdicts:
+    task_id: str
+    base: list[bool] = field(default_factory=list)
+    plus: list[bool] = field(default_factory=list)
+    outcomes: list[list[str]] = field(default_factory=list)
+
+
+def read_samples(path: Path, taskset: TaskSet) -> dict[str, list[str]]:
+    """task_id -> programs, in file order. A line naming a task the benchmark lacks, or with
+    neither ``solution`` nor ``completion``, is an error naming the line (before anything runs)."""
+    tasks = {t.id: t for t in taskset}
+    out: dict[str, list[str]] = {}
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as e:
+        raise SampleError(f"cannot read samples {path}: {e.strerror}") from None
+    with f:
+        for k, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SampleError(f"{path} line {k}: not valid JSON ({e.msg})") from None
+            if not isinstance(rec, dict) or "task_id" not in rec:
+                raise SampleError(f"{path} line {k}: no task_id")
+            tid = str(rec["task_id"])
+            if tid not in tasks:
+                raise SampleError(f"{path} line {k}: task {tid!r} is not in {taskset.name} "
+                                  f"({len(tasks)} tasks, e.g. {next(iter(tasks), '-')!r})")
+            if isinstance(rec.get("solution"), str):
+                program = rec["solution"]
+            elif isinstance(rec.get("completion"), str):
+                task = tasks[tid]
+                program = (task.program_prefix or task.prompt) + rec["completion"]
+            else:
+                raise SampleError(f"{path} line {k} ({tid}): needs a 'solution' or 'completion' string")
+            out.setdefault(tid, []).append(program)
+    if not out:
+        raise SampleError(f"{path}: no samples")
+    return out
+
+
+def score_samples(taskset: TaskSet, samples: dict[str, list[str]], executor,
+                  progress=None) -> tuple[dict, list[SampleVerdicts]]:
+    """Run every sample against its task's gold tests; returns (summary, per-task verdicts)."""
+    tasks = {t.id: t for t in taskset}
+    order = [t.id for t in taskset if t.id in samples]
+    jobs = [tasks[tid].job(samples[tid]) for tid in order]
+    results = executor.run(jobs, progress=progress)
+    verdicts = []
+    for tid, res in zip(order, results):
+        if "passed" not in res:
+            raise LoaderError(f"{tid}: the executor refused the job: {res.get('error')}")
+        m = np.asarray(res["passed"], dtype=bool).reshape(len(samples[tid]), -1)
+        nb = tasks[tid].metadata.get("base_tests", m.shape[1])
+        base = m[:, :nb].all(axis=1) if nb else np.ones(m.shape[0], dtype=bool)
+        verdicts.append(SampleVerdicts(tid, base.tolist(), m.all(axis=1).tolist(),
+                                       res.get("outcomes", [])))
+    return summarize(taskset, verdicts), verdicts
+
+
+def summarize(taskset: TaskSet, verdicts: list[SampleVerdicts]) -> dict:
+    plus_set = any("base_tests" in t.metadata for t in taskset)
+    ns = np.array([len(v.plus) for v in verdicts])
+    out = {"benchmark": taskset.name, "source": taskset.origin, "tasks": len(verdicts),
+           "tasks_without_samples": len(taskset) - len(verdicts), "samples": int(ns.sum())}
+    if not verdicts:
+        return out
+    for key, field_ in (("pass@1", "plus"), ("pass@1_base", "base")):
+        if key == "pass@1_base" and not plus_set:
+            continue
+        out[key] = float(np.mean([np.mean(getattr(v, field_)) for v in verdicts]))
+        for k in (10, 100):
+            if ns.min() >= k:
+                name = key.replace("@1", f"@{k}")
+                out[name] = float(np.mean([pass_at_k(len(getattr(v, field_)),
+                                                     int(np.sum(getattr(v, field_))), k)
+                                           for v in verdicts]))
+    return out
+
+
+def per_task(verdicts: list[SampleVerdicts]) -> dict:
+    return {v.task_id: {"base": v.base, "plus": v.plus} for v in verdicts}

@@ -1,0 +1,64 @@
+"""From completions to a pass matrix over *all* of them: parse, build one executor job per
+problem (gold tests first, then the generated tests), and put the executor's matrix back in place
+with all-False rows and columns for what did not parse. Pure but for the parsers; shared by
+training and evaluation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .roles import parse_program, parse_test
+from .tasks.model import Task
+
+
+@dataclass
+class ProblemBatch:
+    """One problem's k code and k test completions, parsed, and the job that judges them."""
+
+    task: Task
+    programs: list  # ParsedProgram
+    tests: list     # ParsedTest
+    n_gold: int
+    job: dict | None  # None: nothing to run (no parsed program, or no test at all)
+    code_lengths: list[int] = field(default_factory=list)
+    test_lengths: list[int] = field(default_factory=list)
+
+
+def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
+            max_gold_tests: int | None = None, code_lengths=(), test_lengths=()) -> ProblemBatch:
+    """Parse the completions and build the executor job: the parsed programs against the first
+    ``max_gold_tests`` gold tests (all with None), then the parsed generated tests. Unparsed
+    programs and tests are left out of the job (their row / column of :func:`full_matrix` is
+    all False)."""
+    programs = [parse_program(c, task) for c in code_texts]
+    tests = [parse_test(c, task) for c in test_texts]
+    gold = list(task.tests if max_gold_tests is None else task.tests[:max_gold_tests])
+    run_programs = [p.code for p in programs if p.ok]
+    run_tests = gold + [t.test for t in tests if t.ok]
+    job = task.job(run_programs, run_tests) if run_programs and run_tests else None
+    return ProblemBatch(task, programs, tests, len(gold), job, list(code_lengths),
+                        list(test_lengths))
+
+
+def full_matrix(batch: ProblemBatch, result: dict | None) -> np.ndarray:
+    """The n x (t + m) pass matrix over *all* completions (unparsed rows/columns all False)."""
+    n, t, m = len(batch.programs), batch.n_gold, len(batch.tests)
+    full = np.zeros((n, t + m), dtype=bool)
+    if batch.job is None:
+        return full
+    if result is None or "passed" not in result:
+        why = (result or {}).get("error", "no result")
+        raise RuntimeError(f"the executor gave no matrix for problem {batch.task.id}: {why}")
+    shape = (sum(p.ok for p in batch.programs), t + sum(x.ok for x in batch.tests))
+    ran = np.asarray(result["passed"], dtype=bool)
+    if ran.shape != shape:
+        raise RuntimeError(f"the executor's matrix for problem {batch.task.id} has shape "
+                           f"{ran.shape}, expected {shape}")
+    rows = [i for i, p in enumerate(batch.programs) if p.ok]
+    cols = list(range(t)) + [t + j for j, x in enumerate(batch.tests) if x.ok]
+    full[np.ix_(rows, cols)] = ran
+    return full
