@@ -1,0 +1,10 @@
+"""Evaluation: a model as coder and tester on a benchmark, scoring existing samples, ranking,
+and the tester as a reward model. See ``docs/EVALUATION.md``."""
+
+from .engines import Engine, EngineError, OpenAIEngine, Sampling, TransformersEngine, make_engine
+from .harness import RANKERS, GenerationCache, generate_all, judge, parse_bon, summarize
+from .samples import SampleError, read_samples, score_samples
+
+__all__ = ["Engine", "EngineError", "OpenAIEngine", "Sampling", "TransformersEngine", "make_engine",
+           "RANKERS", "GenerationCache", "generate_all", "judge", "parse_bon", "summarize",
+           "SampleError", "read_samples", "score_samples"]

@@ -1,0 +1,158 @@
+"""``coevo eval`` and ``coevo rank``: argument handling, progress and files."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+PLUS = ("humanevalplus", "mbppplus")
+
+
+def add_eval_parser(sub, sandbox_flags) -> None:
+    e = sub.add_parser("eval", help="evaluate a model (coder and tester) on a benchmark, or "
+                                    "score existing samples")
+    e.add_argument("--benchmark", required=True, help="a dataset name (see `coevo tasks check`)")
+    e.add_argument("--data", help="a local copy of the benchmark (default: its public source)")
+    e.add_argument("--split", help="dataset split")
+    e.add_argument("--limit", type=int, help="a seeded sample of this many problems")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--samples", help="score this JSONL of solutions (evalplus format: task_id "
+                                     "plus solution or completion) instead of generating")
+    e.add_argument("--model", help="local path or hub id (or `tiny`); with --engine openai: the "
+                                   "served model's name")
+    e.add_argument("--engine", default="transformers", choices=["transformers", "vllm", "openai"])
+    e.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    e.add_argument("--api-key", help="bearer token for --engine openai (or none)")
+    e.add_argument("--concurrency", type=int, default=8, help="openai: requests in flight")
+    e.add_argument("--requests-per-s", type=float, help="openai: request rate cap")
+    e.add_argument("--k-code", type=int, default=16, help="solutions per problem")
+    e.add_argument("--k-test", type=int, default=16, help="unit tests per problem")
+    e.add_argument("--bon", default="4x4,16x16", help="best-of-N settings NxM, comma-separated")
+    e.add_argument("--rankers", default="cure,codet,first",
+                   help="comma-separated: cure, codet, codet_sqrt, first")
+    e.add_argument("--temperature", type=float, default=1.0)
+    e.add_argument("--top-p", type=float, default=1.0)
+    e.add_argument("--max-tokens", type=int, default=1024)
+    e.add_argument("--batch-size", type=int, default=8, help="transformers: prompts per batch")
+    e.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs")
+    e.add_argument("-o", "--output", required=True, help="output directory")
+    e.add_argument("--slots", type=int, default=None)
+    e.add_argument("--allow-unsafe", action="store_true")
+    e.add_argument("-q", "--quiet", action="store_true")
+    sandbox_flags(e)
+    e.set_defaults(func=cmd_eval)
+
+
+def _die(msg: str):
+    print(f"coevo: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _load(args, executor, for_samples: bool):
+    from ..tasks import LoaderError, load_tasks
+    name = args.benchmark.lower().replace("-", "").replace("_", "")
+    options = {"split": args.split} if args.split else {}
+    if name in PLUS:
+        options.update(executor=executor, chunk=None if for_samples else 50)
+        if args.limit is not None:
+            options.update(limit=args.limit, seed=args.seed)
+    try:
+        ts = load_tasks(args.benchmark, args.data, **options)
+    except LoaderError as e:
+        _die(str(e))
+    if args.limit is not None and name not in PLUS and args.limit < len(ts):
+        import numpy as np
+        pick = sorted(np.random.default_rng(args.seed).choice(len(ts), args.limit, replace=False))
+        ts.tasks = [ts.tasks[i] for i in pick]
+    return ts
+
+
+def cmd_eval(args) -> int:
+    from tqdm import tqdm
+
+    from ..execution import Executor, IsolationError
+    from .engines import EngineError, Sampling, make_engine
+    from .harness import RANKERS, GenerationCache, generate_all, judge, parse_bon, summarize
+    from .report import write_results
+    from .samples import SampleError, per_task, read_samples, score_samples
+
+    out = Path(args.output)
+    try:
+        bon = parse_bon(args.bon)
+    except ValueError as e:
+        _die(str(e))
+    rankers = [r.strip() for r in args.rankers.split(",") if r.strip()]
+    bad = [r for r in rankers if r not in RANKERS]
+    if bad:
+        _die(f"--rankers: unknown {', '.join(bad)}; choose from {', '.join(RANKERS)}")
+    if not args.samples and not args.model:
+        _die("give --model (to generate) or --samples (to score existing solutions)")
+    for flag in ("k_code", "k_test", "limit", "concurrency", "batch_size"):
+        v = getattr(args, flag)
+        if v is not None and v < (1 if flag != "k_test" else 0):
+            _die(f"--{flag.replace('_', '-')} must be >= {1 if flag != 'k_test' else 0}, got {v}")
+    try:
+        ex = Executor(slots=args.slots, launcher=args.launcher, allow_unsafe=args.allow_unsafe,
+                      use_uid=not args.no_uid)
+    except (IsolationError, RuntimeError, ValueError) as e:
+        _die(str(e))
+    t0 = time.time()
+    try:
+        ts = _load(args, ex, for_samples=bool(args.samples))
+        if not args.quiet:
+            print(ts.summary(), file=sys.stderr)
+        if args.samples:
+            try:
+                samples = read_samples(Path(args.samples), ts)
+            except SampleError as e:
+                _die(str(e))
+            cells = sum(len(v) * len(t.tests) for t in ts for v in [samples.get(t.id, [])])
+            with tqdm(total=cells, unit="cell", disable=args.quiet, file=sys.stderr) as bar:
+                summary, verdicts = score_samples(ts, samples, ex, progress=bar.update)
+            results = {**summary, "samples_file": str(args.samples), "per_task": per_task(verdicts)}
+        else:
+            sampling = Sampling(temperature=args.temperature, top_p=args.top_p,
+                                max_tokens=args.max_tokens, seed=args.seed)
+            try:
+                engine = make_engine(args.engine, args.model, sampling, base_url=args.base_url,
+                                     api_key=args.api_key, concurrency=args.concurrency,
+                                     requests_per_s=args.requests_per_s,
+                                     batch_size=args.batch_size)
+                cache = GenerationCache(out / "generations.jsonl")
+                total = len(ts) * ((args.k_code > 0) + (args.k_test > 0))
+                with tqdm(total=total, unit="prompt", desc="generate", disable=args.quiet,
+                          file=sys.stderr) as bar:
+                    gens = generate_all(list(ts), engine, args.k_code, args.k_test, cache,
+                                        progress=bar.update)
+                engine.close()
+            except EngineError as e:
+                _die(f"{e} (generations so far are kept in {out / 'generations.jsonl'})")
+            with tqdm(total=0, unit="cell", desc="execute", disable=args.quiet,
+                      file=sys.stderr) as bar:
+                def grow(n):
+                    bar.total = max(bar.total or 0, bar.n + n)
+                    bar.update(n)
+                problems = judge(list(ts), gens, args.k_code, args.k_test, ex, progress=grow)
+            summary = summarize(problems, bon, rankers, bootstrap=args.bootstrap, seed=args.seed)
+            results = {"benchmark": ts.name, "source": ts.origin, "model": args.model,
+                       "engine": args.engine, "k_code": args.k_code, "k_test": args.k_test,
+                       "bon": [f"{n}x{m}" for n, m in bon], "rankers": rankers,
+                       "sampling": vars(sampling), **summary,
+                       "per_task": {p.task_id: {"correct": p.correct.tolist(),
+                                                "matrix": p.matrix.astype(int).tolist(),
+                                                "n_gold": p.n_gold} for p in problems}}
+    finally:
+        ex.close()
+    results["seconds"] = round(time.time() - t0, 2)
+    paths = write_results(out, results)
+    shown = results.get("metrics") or {k: v for k, v in results.items() if k.startswith("pass@")}
+    print("  ".join(f"{k}={v:.3f}" for k, v in list(shown.items())[:8] if v is not None))
+    for p in paths:
+        print(p)
+    return 0
+
+
+def dump(obj) -> str:
+    return json.dumps(obj)

@@ -1,0 +1,203 @@
+"""Evaluating a model as a coder and as a unit tester on a benchmark.
+
+For each problem: k_code solutions and k_test tests from the model (cached in
+``DIR/generations.jsonl`` as they arrive, so an interrupted evaluation resumes without
+regenerating), one executor job (solutions x (gold tests + generated tests)), then the core's
+metrics: pass@1 (mean over problems of the share of correct solutions) and unbiased pass@k,
+unit-test accuracy, p01, p00 and mu (pooled over problems with a correct solution; CURE Sec. 3),
+and best-of-N accuracy for each (n, m) and each ranker (CURE Sec. 4: pick one of the first n
+solutions using the first m generated tests). Every figure comes with a bootstrap 95% interval
+over problems.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..matrix import full_matrix, prepare
+from ..metrics import TestCounts, best_of_n_accuracy, pass_at_k, test_counts
+from ..ranking import codet_select, cure_select
+from ..rewards import correct_from_gold
+from ..roles import coder_messages, tester_messages
+from ..tasks.model import Task
+
+RANKERS: dict[str, Callable] = {
+    "cure": cure_select,                                   # most generated tests passed
+    "codet": codet_select,                                 # CodeT, the paper's score
+    "codet_sqrt": partial(codet_select, sqrt_solutions=True),  # CodeT, the authors' code
+    "first": lambda generated: 0,                          # no ranking: the first sample
+}
+
+
+def parse_bon(text: str) -> list[tuple[int, int]]:
+    """``"4x4,16x16"`` -> [(4, 4), (16, 16)]."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            n, m = (int(x) for x in part.lower().split("x"))
+        except ValueError:
+            raise ValueError(f"--bon: {part!r} is not NxM (e.g. 4x4,16x16)") from None
+        if n < 1 or m < 0:
+            raise ValueError(f"--bon: {part!r} needs N >= 1 and M >= 0")
+        out.append((n, m))
+    return out
+
+
+@dataclass
+class ProblemResult:
+    task_id: str
+    matrix: np.ndarray      # n x (t + m)
+    n_gold: int
+    correct: np.ndarray     # over solutions (all False without gold tests)
+    labelled: bool          # has gold tests
+    parse_fail_code: int
+    parse_fail_test: int
+
+    @property
+    def generated(self) -> np.ndarray:
+        return self.matrix[:, self.n_gold:]
+
+
+class GenerationCache:
+    """``generations.jsonl``: one line per (task_id, role) with its completions."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.data: dict[tuple[str, str], list[str]] = {}
+        if self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    rec = json.loads(line)
+                    self.data[(rec["task_id"], rec["role"])] = list(rec["completions"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line torn by an interruption: generated again
+
+    def get(self, task_id: str, role: str, k: int) -> list[str] | None:
+        got = self.data.get((task_id, role))
+        return got[:k] if got is not None and len(got) >= k else None
+
+    def put(self, task_id: str, role: str, completions: list[str]) -> None:
+        self.data[(task_id, role)] = completions
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"task_id": task_id, "role": role, "completions": completions})
+                    + "\n")
+
+
+def generate_all(tasks: Sequence[Task], engine, k_code: int, k_test: int, cache: GenerationCache,
+                 chunk: int = 8, progress=None) -> dict[tuple[str, str], list[str]]:
+    """Completions for every (task, role), from the cache where present; new ones are written
+    to the cache every ``chunk`` problems."""
+    out = {}
+    for role, k, messages in (("code", k_code, coder_messages), ("test", k_test, tester_messages)):
+        if k <= 0:
+            continue
+        todo = []
+        for t in tasks:
+            got = cache.get(t.id, role, k)
+            if got is None:
+                todo.append(t)
+            else:
+                out[(t.id, role)] = got
+                if progress:
+                    progress(1)
+        for a in range(0, len(todo), chunk):
+            part = todo[a:a + chunk]
+            texts = engine.generate([messages(t) for t in part], k, progress=progress)
+            for t, completions in zip(part, texts):
+                cache.put(t.id, role, completions)
+                out[(t.id, role)] = completions
+    return out
+
+
+def judge(tasks: Sequence[Task], generations: dict, k_code: int, k_test: int, executor,
+          progress=None) -> list[ProblemResult]:
+    batches = [prepare(t, generations.get((t.id, "code"), [])[:k_code],
+                       generations.get((t.id, "test"), [])[:k_test]) for t in tasks]
+    jobs = [b.job for b in batches if b.job is not None]
+    results = iter(executor.run(jobs, progress=progress) if jobs else [])
+    out = []
+    for b in batches:
+        m = full_matrix(b, next(results) if b.job is not None else None)
+        gold = m[:, :b.n_gold]
+        out.append(ProblemResult(
+            b.task.id, m, b.n_gold,
+            correct_from_gold(gold) if b.n_gold else np.zeros(m.shape[0], dtype=bool),
+            b.n_gold > 0, sum(not p.ok for p in b.programs), sum(not x.ok for x in b.tests)))
+    return out
+
+
+# ---- metrics with bootstrap intervals ---------------------------------------------------------
+def _pass_k(p: ProblemResult, k: int) -> float:
+    n = p.matrix.shape[0]
+    return pass_at_k(n, int(p.correct.sum()), k) if n >= k else float("nan")
+
+
+def _per_problem(problems: list[ProblemResult], bon, rankers) -> dict[str, np.ndarray]:
+    """A value per problem for every metric that is a mean over problems (NaN: undefined)."""
+    lab = [p for p in problems if p.labelled]
+    n_min = min((p.matrix.shape[0] for p in lab), default=0)
+    cols: dict[str, list[float]] = {"pass@1": [p.correct.mean() if p.matrix.shape[0] else 0.0
+                                               for p in lab]}
+    for k in sorted({k for k in (5, 10, 16, 100) if 1 < k <= n_min} | {n for n, _ in bon
+                                                                       if 1 < n <= n_min}):
+        cols[f"pass@{k}"] = [_pass_k(p, k) for p in lab]
+    for n, m in bon:
+        for name in rankers:
+            cols[f"bon_{n}x{m}/{name}"] = [
+                best_of_n_accuracy(p.correct, p.generated, n, m, RANKERS[name])
+                if p.matrix.shape[0] else 0.0 for p in lab]
+    return {k: np.asarray(v, dtype=float) for k, v in cols.items()}
+
+
+def _pooled(counts: list[TestCounts]) -> dict[str, float]:
+    total = TestCounts()
+    for c in counts:
+        total = total + c
+    return {"ut_acc": total.unit_test_accuracy, "p01": total.p01, "p00": total.p00,
+            "mu": total.mu}
+
+
+def summarize(problems: list[ProblemResult], bon: list[tuple[int, int]],
+              rankers: Sequence[str], bootstrap: int = 1000, seed: int = 0) -> dict:
+    """Point estimates and bootstrap 95% intervals (resampling problems with replacement)."""
+    lab = [p for p in problems if p.labelled]
+    per = _per_problem(problems, bon, rankers)
+    counts = [test_counts(p.generated, p.correct) for p in lab]
+    point = {k: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+             for k, v in per.items()}
+    point.update(_pooled(counts))
+    ci: dict[str, list[float]] = {}
+    if bootstrap and lab:
+        rng = np.random.default_rng(seed)
+        draws: dict[str, list[float]] = {k: [] for k in point}
+        idx_all = np.arange(len(lab))
+        for _ in range(bootstrap):
+            idx = rng.choice(idx_all, size=len(idx_all), replace=True)
+            for k, v in per.items():
+                sub = v[idx]
+                draws[k].append(float(np.nanmean(sub)) if np.isfinite(sub).any() else math.nan)
+            for k, v in _pooled([counts[i] for i in idx]).items():
+                draws[k].append(v)
+        for k, vals in draws.items():
+            a = np.asarray(vals, dtype=float)
+            a = a[np.isfinite(a)]
+            if a.size:
+                ci[k] = [float(np.percentile(a, 2.5)), float(np.percentile(a, 97.5))]
+    n_sol = sum(p.matrix.shape[0] for p in problems)
+    n_test = sum(p.matrix.shape[1] - p.n_gold for p in problems)
+    return {
+        "problems": len(problems), "labelled": len(lab),
+        "metrics": {k: (None if v is None or not math.isfinite(v) else v) for k, v in point.items()},
+        "ci95": ci,
+        "parse_fail_code": (sum(p.parse_fail_code for p in problems) / n_sol) if n_sol else None,
+        "parse_fail_test": (sum(p.parse_fail_test for p in problems) / n_test) if n_test else None,
+        "bootstrap": bootstrap,
+    }
