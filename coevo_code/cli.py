@@ -267,8 +267,9 @@ def main(argv=None) -> int:
     sandbox_flags(c)
     c.set_defaults(func=cmd_tasks_check)
 
-    from .evaluation.cli import add_eval_parser
+    from .evaluation.cli import add_eval_parser, add_rank_parser
     add_eval_parser(sub, sandbox_flags)
+    add_rank_parser(sub, sandbox_flags)
 
     sub.add_parser("train", help="train a coder + unit tester (CURE) on TRL; "
                                  "`coevo train --help` for its flags")

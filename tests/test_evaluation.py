@@ -169,3 +169,45 @@ def test_samples_on_bundled_problems(tmp_path):
     res = json.loads((tmp_path / "x" / "results.json").read_text())
     assert res["pass@1"] == 0.5 and res["samples"] == 2 * len(ts)
     assert all(v["plus"] == [True, False] for v in res["per_task"].values())
+
+
+# ---- coevo rank ------------------------------------------------------------------------------
+RANK_IN = [
+    {"id": "double", "kind": "stdio",
+     "solutions": ["print(4)", "print(int(input())*2)", "print(int(input())+2)"],
+     "tests": [{"input": "2\n", "output": "4\n"}, {"input": "5\n", "output": "10\n"},
+               {"input": "0\n", "output": "0\n"}]},
+    {"id": "add", "kind": "functional", "entry_point": "add",
+     "solutions": ["def add(a, b):\n    return a - b", "def add(a, b):\n    return a + b"],
+     "tests": [{"code": "assert add(1, 2) == 3"}]},
+    {"id": "bad", "solutions": []},
+]
+
+
+def test_rank_jsonl_in_and_out(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in RANK_IN))
+    p = coevo("rank", str(src), "--ranker", "cure", "-o", str(tmp_path / "out.jsonl"))
+    assert p.returncode == 1  # one line could not be ranked; the others were
+    rows = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["double", "add", "bad"]
+    assert rows[0]["choice"] == 1 and rows[0]["passed"] == [1, 3, 1]
+    assert rows[1]["solution"].endswith("a + b")
+    assert "solutions" in rows[2]["error"]
+    p = coevo("rank", str(src), "--ranker", "codet")
+    assert json.loads(p.stdout.splitlines()[0])["choice"] == 1
+    _one_line_error(coevo("rank", str(src), "--ranker", "best"), "--ranker")
+
+
+def test_rank_against_a_benchmark_with_completions(tmp_path):
+    from coevo_code.tasks import load_tasks
+    t = load_tasks("bundled")[0]
+    rec = {"task_id": t.id, "solutions": ["I think the answer is\n```python\nprint(0)\n```",
+                                          f"Here:\n```python\n{t.references[0]}```"],
+           "tests": [{"input": x.input, "output": x.output} for x in t.tests]}
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(rec) + "\n")
+    p = coevo("rank", str(src), "--benchmark", "bundled")
+    assert p.returncode == 0, p.stderr
+    row = json.loads(p.stdout)
+    assert row["choice"] == 1 and row["passed"][1] == len(t.tests)

@@ -154,5 +154,83 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def dump(obj) -> str:
-    return json.dumps(obj)
+def add_rank_parser(sub, sandbox_flags) -> None:
+    r = sub.add_parser("rank", help="choose one solution per problem with a ranker (JSONL in/out)")
+    r.add_argument("input", help="JSONL: {id, kind, solutions, tests} per line (see docs)")
+    r.add_argument("-o", "--output", default="-", help="JSONL out (default: stdout)")
+    r.add_argument("--ranker", default="cure", help="cure, codet, codet_sqrt, mbr or first")
+    r.add_argument("--benchmark", help="problems by task_id from this dataset")
+    r.add_argument("--data", help="a local copy of the benchmark")
+    r.add_argument("--split")
+    r.add_argument("--tester", help="a tester model writing the tests (with --benchmark)")
+    r.add_argument("--engine", default="transformers", choices=["transformers", "vllm", "openai"])
+    r.add_argument("--base-url")
+    r.add_argument("--api-key")
+    r.add_argument("--k-test", type=int, default=8)
+    r.add_argument("--max-tokens", type=int, default=1024)
+    r.add_argument("--temperature", type=float, default=1.0)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--slots", type=int, default=None)
+    r.add_argument("--allow-unsafe", action="store_true")
+    sandbox_flags(r)
+    r.set_defaults(func=cmd_rank)
+
+
+def cmd_rank(args) -> int:
+    from ..execution import Executor, IsolationError
+    from ..tasks import LoaderError, load_tasks
+    from .engines import EngineError, Sampling, make_engine
+    from .rank import ALL_RANKERS, dumps, prepare_records, rank_items
+
+    if args.ranker not in ALL_RANKERS:
+        _die(f"--ranker: unknown {args.ranker!r}; choose from {', '.join(ALL_RANKERS)}")
+    if args.tester and not args.benchmark:
+        _die("--tester writes tests from the problem statements: give --benchmark too")
+    src = sys.stdin if args.input == "-" else None
+    if src is None:
+        if not Path(args.input).is_file():
+            _die(f"no such input file: {args.input}")
+        src = open(args.input, encoding="utf-8")
+    records = []
+    for k, line in enumerate(src, 1):
+        if line.strip():
+            try:
+                records.append((k, json.loads(line)))
+            except json.JSONDecodeError as e:
+                records.append((k, {"__bad__": f"line {k}: not valid JSON ({e.msg})"}))
+    bench = None
+    if args.benchmark:
+        try:
+            bench = load_tasks(args.benchmark, args.data,
+                               **({"split": args.split} if args.split else {}))
+        except LoaderError as e:
+            _die(str(e))
+    try:
+        engine = (make_engine(args.engine, args.tester, Sampling(
+            temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed),
+            base_url=args.base_url, api_key=args.api_key) if args.tester else None)
+        items = prepare_records(records, bench, engine, args.k_test)
+    except EngineError as e:
+        _die(str(e))
+    for it, (k, rec) in zip(items, records):
+        if isinstance(rec, dict) and "__bad__" in rec:
+            it.clear()
+            it.update({"k": k, "id": str(k), "error": rec["__bad__"]})
+    try:
+        ex = Executor(slots=args.slots, launcher=args.launcher, allow_unsafe=args.allow_unsafe,
+                      use_uid=not args.no_uid)
+    except (IsolationError, RuntimeError, ValueError) as e:
+        _die(str(e))
+    try:
+        rows = rank_items(items, ex, args.ranker)
+    finally:
+        ex.close()
+    text = dumps(rows)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text)
+        print(f"{sum('error' not in r for r in rows)} of {len(rows)} ranked -> {args.output}",
+              file=sys.stderr)
+    return 0 if all("error" not in r for r in rows) else 1

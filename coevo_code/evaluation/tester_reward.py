@@ -1,0 +1,106 @@
+"""The tester as a reward model: a reward function for TRL's ``GRPOTrainer`` that scores a
+policy's solutions by unit tests a *frozen* tester model wrote, with no gold labels (CURE's
+label-free RL with a trained tester, Sec. 4.4).
+
+For each problem the tester writes ``k_tests`` tests once (cached in memory and, with
+``cache_path``, on disk); every solution the policy writes for it runs against the parsed tests on
+the executor; its reward is the share it passes. A solution that parses to nothing gets 0; a
+problem for which the tester wrote no parseable test gives no reward (None: TRL gives the row zero
+advantage).
+
+    reward = TesterReward(tasks, engine=TransformersEngine("path/to/tester", Sampling()))
+    GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=coder_rows(tasks), ...)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from ..roles import parse_program, parse_test, tester_messages
+from ..tasks.model import Task
+
+
+def coder_rows(tasks: Sequence[Task]) -> list[dict]:
+    """Dataset rows for a coder-only run: the coder prompt and the ``task_id`` column."""
+    from ..roles import coder_messages
+    return [{"prompt": coder_messages(t), "task_id": t.id} for t in tasks]
+
+
+class TesterReward:
+    __name__ = "tester"
+
+    def __init__(self, tasks: Sequence[Task], engine, k_tests: int = 8, executor=None,
+                 cache_path: str | Path | None = None, batch: int = 8):
+        from .harness import GenerationCache
+        self.tasks = {t.id: t for t in tasks}
+        self.engine, self.k_tests, self.batch = engine, k_tests, batch
+        self._executor, self._own = executor, executor is None
+        self.cache = GenerationCache(Path(cache_path)) if cache_path else None
+        self.tests: dict[str, list] = {}
+        self.calls = 0
+
+    @property
+    def executor(self):
+        if self._executor is None:
+            from ..execution import Executor
+            self._executor = Executor()
+        return self._executor
+
+    def close(self) -> None:
+        if self._own and self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
+    def tests_for(self, ids: Sequence[str]) -> None:
+        """Have the tester write tests for the problems that have none yet."""
+        todo = []
+        for tid in dict.fromkeys(ids):
+            if tid in self.tests:
+                continue
+            got = self.cache.get(tid, "test", self.k_tests) if self.cache else None
+            if got is not None:
+                self._keep(tid, got)
+            else:
+                todo.append(tid)
+        for a in range(0, len(todo), self.batch):
+            part = todo[a:a + self.batch]
+            texts = self.engine.generate([tester_messages(self.tasks[t]) for t in part],
+                                         self.k_tests)
+            for tid, completions in zip(part, texts):
+                if self.cache:
+                    self.cache.put(tid, "test", completions)
+                self._keep(tid, completions)
+
+    def _keep(self, tid: str, completions: list[str]) -> None:
+        task = self.tasks[tid]
+        self.tests[tid] = [p.test for p in (parse_test(c, task) for c in completions) if p.ok]
+
+    def __call__(self, prompts=None, completions=None, task_id=None, **_) -> list:
+        if completions is None or task_id is None:
+            raise ValueError("TesterReward needs the dataset column task_id (see coder_rows)")
+        unknown = sorted({t for t in task_id if t not in self.tasks})
+        if unknown:
+            raise ValueError(f"TesterReward: task_id {unknown[0]!r} is not among its problems")
+        self.calls += 1
+        self.tests_for(task_id)
+        texts = [c if isinstance(c, str) else (c[-1].get("content", "") if c else "")
+                 for c in completions]
+        programs = [parse_program(x, self.tasks[t]) for x, t in zip(texts, task_id)]
+        rewards: list = [None] * len(texts)
+        jobs, where = [], []
+        for tid in dict.fromkeys(task_id):
+            rows = [i for i, t in enumerate(task_id) if t == tid]
+            tests = self.tests[tid]
+            if not tests:
+                continue  # the tester wrote nothing usable: no signal
+            for i in rows:
+                rewards[i] = 0.0
+            ok = [i for i in rows if programs[i].ok]
+            if ok:
+                jobs.append(self.tasks[tid].job([programs[i].code for i in ok], tests))
+                where.append(ok)
+        for rows, res in zip(where, self.executor.run(jobs) if jobs else []):
+            for i, passed in zip(rows, res.get("passed", [])):
+                rewards[i] = sum(passed) / len(passed) if passed else 0.0
+        return rewards
