@@ -49,9 +49,9 @@ def subset(src: Path, dest: Path, n: int | None, seed: int = 0, include=()) -> l
         keep = set(random.Random(seed).sample(range(len(recs)), n))
         keep |= {i for i, r in enumerate(recs) if r["task_id"] in include}
         recs = [recs[i] for i in sorted(keep)]
-    with gzip.open(dest, "wt", encoding="utf-8") as f:
-        for r in recs:
-            f.write(json.dumps(r) + "\n")
+    data = "".join(json.dumps(r) + "\n" for r in recs).encode("utf-8")
+    with open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        f.write(data)  # mtime 0: the same bytes every time, so cached expected outputs are reused
     return recs
 
 

@@ -211,3 +211,17 @@ def test_rank_against_a_benchmark_with_completions(tmp_path):
     assert p.returncode == 0, p.stderr
     row = json.loads(p.stdout)
     assert row["choice"] == 1 and row["passed"][1] == len(t.tests)
+
+
+def test_eval_config_file_and_flags_that_win(tmp_path):
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text("benchmark: bundled\nlimit: 2\nmodel: tiny\nk_code: 2\nk_test: 1\n"
+                   "bon: 2x1\nmax_tokens: 8\nbootstrap: 10\ntemperature: 0.7\n")
+    p = coevo("eval", "--config", str(cfg), "--k-code", "3", "-o", str(tmp_path / "o"), "-q")
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert res["k_code"] == 3 and res["k_test"] == 1 and res["problems"] == 2
+    assert res["sampling"]["temperature"] == 0.7 and res["sampling"]["max_tokens"] == 8
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("benchmark: bundled\ntemperatur: 1\n")
+    _one_line_error(coevo("eval", "--config", str(bad), "-o", str(tmp_path / "b")), "temperatur")

@@ -13,7 +13,9 @@ PLUS = ("humanevalplus", "mbppplus")
 def add_eval_parser(sub, sandbox_flags) -> None:
     e = sub.add_parser("eval", help="evaluate a model (coder and tester) on a benchmark, or "
                                     "score existing samples")
-    e.add_argument("--benchmark", required=True, help="a dataset name (see `coevo tasks check`)")
+    e.add_argument("--config", help="YAML of any of these flags (underscores for dashes); "
+                                    "flags given on the command line win")
+    e.add_argument("--benchmark", help="a dataset name (see `coevo tasks check`)")
     e.add_argument("--data", help="a local copy of the benchmark (default: its public source)")
     e.add_argument("--split", help="dataset split")
     e.add_argument("--limit", type=int, help="a seeded sample of this many problems")
@@ -37,7 +39,7 @@ def add_eval_parser(sub, sandbox_flags) -> None:
     e.add_argument("--max-tokens", type=int, default=1024)
     e.add_argument("--batch-size", type=int, default=8, help="transformers: prompts per batch")
     e.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs")
-    e.add_argument("-o", "--output", required=True, help="output directory")
+    e.add_argument("-o", "--output", help="output directory")
     e.add_argument("--slots", type=int, default=None)
     e.add_argument("--allow-unsafe", action="store_true")
     e.add_argument("-q", "--quiet", action="store_true")
@@ -48,6 +50,27 @@ def add_eval_parser(sub, sandbox_flags) -> None:
 def _die(msg: str):
     print(f"coevo: {msg}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def _apply_config(args, path: Path) -> None:
+    """Set the flags a YAML file names, except those given on the command line."""
+    import yaml
+    if not path.is_file():
+        _die(f"--config: no such file {path}")
+    try:
+        cfg = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        _die(f"--config {path}: not valid YAML ({str(e).splitlines()[0]})")
+    if not isinstance(cfg, dict):
+        _die(f"--config {path}: must hold a mapping of flag: value")
+    given = {a[2:].split("=")[0].replace("-", "_") for a in sys.argv[1:] if a.startswith("--")}
+    given |= {"output"} if any(a in ("-o",) for a in sys.argv[1:]) else set()
+    for key, value in cfg.items():
+        name = str(key).replace("-", "_")
+        if not hasattr(args, name) or name in ("func", "config"):
+            _die(f"--config {path}: unknown flag {key!r}")
+        if name not in given:
+            setattr(args, name, value)
 
 
 def _load(args, executor, for_samples: bool):
@@ -78,6 +101,11 @@ def cmd_eval(args) -> int:
     from .report import write_results
     from .samples import SampleError, per_task, read_samples, score_samples
 
+    if args.config:
+        _apply_config(args, Path(args.config))
+    for flag in ("benchmark", "output"):
+        if not getattr(args, flag):
+            _die(f"--{flag} is required (on the command line or in --config)")
     out = Path(args.output)
     try:
         bon = parse_bon(args.bon)
