@@ -157,10 +157,9 @@ def _per_problem(problems: list[ProblemResult], bon, rankers) -> dict[str, np.nd
     return {k: np.asarray(v, dtype=float) for k, v in cols.items()}
 
 
-def _pooled(counts: list[TestCounts]) -> dict[str, float]:
-    total = TestCounts()
-    for c in counts:
-        total = total + c
+def _pooled(counts: np.ndarray) -> dict[str, float]:
+    """Unit-test figures from per-problem counts (rows of ``TestCounts.astuple()``)."""
+    total = TestCounts(*(int(x) for x in counts.sum(axis=0))) if len(counts) else TestCounts()
     return {"ut_acc": total.unit_test_accuracy, "p01": total.p01, "p00": total.p00,
             "mu": total.mu}
 
@@ -170,7 +169,8 @@ def summarize(problems: list[ProblemResult], bon: list[tuple[int, int]],
     """Point estimates and bootstrap 95% intervals (resampling problems with replacement)."""
     lab = [p for p in problems if p.labelled]
     per = _per_problem(problems, bon, rankers)
-    counts = [test_counts(p.generated, p.correct) for p in lab]
+    counts = np.array([test_counts(p.generated, p.correct).astuple() for p in lab],
+                      dtype=np.int64).reshape(len(lab), 6)
     point = {k: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
              for k, v in per.items()}
     point.update(_pooled(counts))
@@ -184,7 +184,7 @@ def summarize(problems: list[ProblemResult], bon: list[tuple[int, int]],
             for k, v in per.items():
                 sub = v[idx]
                 draws[k].append(float(np.nanmean(sub)) if np.isfinite(sub).any() else math.nan)
-            for k, v in _pooled([counts[i] for i in idx]).items():
+            for k, v in _pooled(counts[idx]).items():
                 draws[k].append(v)
         for k, vals in draws.items():
             a = np.asarray(vals, dtype=float)
