@@ -156,7 +156,8 @@ def cmd_eval(args) -> int:
                                         progress=bar.update)
                 engine.close()
             except EngineError as e:
-                _die(f"{e} (generations so far are kept in {out / 'generations.jsonl'})")
+                kept = out / "generations.jsonl"
+                _die(f"{e} (generations so far are kept in {kept})" if kept.exists() else str(e))
             with tqdm(total=0, unit="cell", desc="execute", disable=args.quiet,
                       file=sys.stderr) as bar:
                 def grow(n):
