@@ -5,9 +5,9 @@ For each problem: k_code solutions and k_test tests from the model (cached in
 regenerating), one executor job (solutions x (gold tests + generated tests)), then the core's
 metrics: pass@1 (mean over problems of the share of correct solutions) and unbiased pass@k,
 unit-test accuracy, p01, p00 and mu (pooled over problems with a correct solution; CURE Sec. 3),
-and best-of-N accuracy for each (n, m) and each ranker (CURE Sec. 4: pick one of the first n
-solutions using the first m generated tests). Every figure comes with a bootstrap 95% interval
-over problems.
+and best-of-N accuracy for each (n, m) and each ranker (as CURE evaluates it: pick one of the
+first n solutions using the first m generated tests). Every figure comes with a bootstrap 95%
+interval over problems.
 """
 
 from __future__ import annotations

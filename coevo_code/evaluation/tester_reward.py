@@ -1,6 +1,6 @@
 """The tester as a reward model: a reward function for TRL's ``GRPOTrainer`` that scores a
 policy's solutions by unit tests a *frozen* tester model wrote, with no gold labels (CURE's
-label-free RL with a trained tester, Sec. 4.4).
+label-free RL with a trained tester as the reward model).
 
 For each problem the tester writes ``k_tests`` tests once (cached in memory and, with
 ``cache_path``, on disk); every solution the policy writes for it runs against the parsed tests on
