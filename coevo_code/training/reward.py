@@ -101,12 +101,22 @@ class CoevoReward:
                  for ti, r, c, n in zip(task_index, role, completions, lengths)]
         if self._world > 1 and not self._local_ok(mode):
             rewards, scores, phases = self._gathered(items, mode)
-        else:
+        elif self._world == 1:
             rewards, scores, phases = self._compute(items, mode)
-            if self._world > 1:
-                from accelerate.utils import gather_object
-                scores = gather_object(scores)
-                phases = {k: max(gather_object([v])) for k, v in phases.items()}
+        else:
+            from accelerate.utils import gather_object
+            try:
+                rewards, scores, phases = self._compute(items, mode)
+                failed = None
+            except Exception as e:  # noqa: BLE001 - every process must learn of it, or hang
+                failed = e
+            errors = [x for x in gather_object([None if failed is None else
+                                                f"{type(failed).__name__}: {failed}"]) if x]
+            if errors:
+                raise failed if failed is not None else RuntimeError(
+                    f"another process could not score its batch: {errors[0]}")
+            scores = gather_object(scores)
+            phases = {k: max(gather_object([v])) for k, v in phases.items()}
         metrics = batch_metrics(scores, phases["execution"])
         if mode == "eval":
             self.eval_scores.extend(scores)
