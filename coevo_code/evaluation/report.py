@@ -34,9 +34,8 @@ def write_results(out_dir: Path, results: dict) -> list[Path]:
     paths.append(out_dir / "results.md")
     bon = {k: v for k, v in metrics.items() if k.startswith("bon_") and v is not None}
     if bon:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from ..plots import pyplot, save
+        plt = pyplot()
         settings = sorted({k.split("/")[0] for k in bon}, key=lambda s: [int(x) for x in
                                                                          s[4:].split("x")])
         rankers = sorted({k.split("/")[1] for k in bon})
@@ -54,9 +53,5 @@ def write_results(out_dir: Path, results: dict) -> list[Path]:
                       [s[4:] for s in settings])
         ax.set(title="Best-of-N with generated tests (n solutions x m tests)",
                ylabel="accuracy", ylim=(0, 1))
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / "bon.png", dpi=110)
-        plt.close(fig)
-        paths.append(out_dir / "bon.png")
+        paths.append(save(fig, out_dir / "bon.png"))
     return paths

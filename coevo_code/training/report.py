@@ -49,10 +49,10 @@ def draw_report(run_dir: Path) -> list[Path]:
         raise ReportError(f"{path}: no step recorded yet")
     evals = read_jsonl(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").is_file() else []
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
+
+    from ..plots import pyplot, save
+    plt = pyplot()
 
     out = []
     for name, (title, keys) in PANELS.items():
@@ -71,14 +71,11 @@ def draw_report(run_dir: Path) -> list[Path]:
             ax.text(0.5, 0.5, "undefined on every step so far\n(e.g. no correct solution yet)",
                     ha="center", va="center", transform=ax.transAxes, color="gray")
         ax.set(title=title, xlabel="step")
+        if name != "rewards.png":  # shares and probabilities (mu can dip below 0)
+            ax.set_ylim(-1.02 if name == "p01_p00.png" else -0.02, 1.02)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-        if drawn:
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(run_dir / name, dpi=110)
-        plt.close(fig)
-        out.append(run_dir / name)
+        out.append(save(fig, run_dir / name))
 
     fig, ax = plt.subplots(figsize=(6.4, 4))
     steps = [x["step"] for x in lines]
@@ -89,9 +86,5 @@ def draw_report(run_dir: Path) -> list[Path]:
         bottom = [b + y for b, y in zip(bottom, ys)]
     ax.set(title="Time per step by phase", xlabel="step", ylabel="seconds")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(run_dir / "phases.png", dpi=110)
-    plt.close(fig)
-    out.append(run_dir / "phases.png")
+    out.append(save(fig, run_dir / "phases.png"))
     return out
