@@ -81,3 +81,37 @@ def test_metrics_recover_the_simulation_parameters():
     assert abs(c.p01 - p01) < se(p01, c.wrong_x_accurate)
     assert abs(c.p00 - p00) < se(p00, c.wrong_x_inaccurate)
     assert abs(c.mu - mu(p_u, p01, p00)) < 0.03
+
+
+# ---- self-reward against cross-reward (the binary model; coevo_code.theory) ----------------------
+def test_seed_example_self_reward_stalls_at_half_cross_reward_reaches_one():
+    from coevo_code.theory import seed_example, simulate
+    p0 = seed_example(40)
+    self_ = simulate(p0, "self", steps=200, seed=1)
+    cross = simulate(p0, "cross", steps=200, seed=1)
+    assert np.all(np.abs(self_.accuracy[-1] - 0.5) < 0.05), self_.accuracy[-1]
+    assert np.all(cross.accuracy[-1] > 0.95), cross.accuracy[-1]
+    # self-reward: (almost) every problem goes where it leaned; cross-reward: (almost) all learnt.
+    # Sampling noise can carry a problem across 1/2 early: the statements are about the drift.
+    assert np.mean((self_.final_p > 0.5) == (p0 > 0.5)) >= 0.9
+    assert np.mean(cross.final_p > 0.9) >= 0.9
+
+
+@pytest.mark.parametrize("pa, pb, to_one", [(0.7, 0.4, True), (0.55, 0.55, True),
+                                            (0.3, 0.6, False), (0.2, 0.45, False)])
+def test_cross_reward_goes_to_one_iff_pa_plus_pb_exceeds_one(pa, pb, to_one):
+    from coevo_code.theory import simulate
+    p0 = np.array([[pa] * 12, [pb] * 12])
+    final = simulate(p0, "cross", steps=250, seed=2).final_p.mean(axis=1)
+    assert np.all(final > 0.85) if to_one else np.all(final < 0.15), final
+
+
+def test_self_reward_amplifies_the_lean_and_a_ring_of_three_corrects_it():
+    from coevo_code.theory import simulate
+    lean = simulate(np.array([[0.6] * 12, [0.4] * 12]), "self", steps=250, seed=3).final_p
+    assert np.mean(lean[0] > 0.9) >= 0.8 and np.mean(lean[1] < 0.1) >= 0.8
+    ring = np.array([[0.8] * 10 + [0.3] * 10, [0.3] * 10 + [0.8] * 10, [0.7] * 20])
+    final = simulate(ring, "cross", steps=250, seed=4).final_p
+    assert np.all(final.mean(axis=1) > 0.9), final.mean(axis=1)
+    with pytest.raises(ValueError, match="mode"):
+        simulate(ring, "vote")
