@@ -79,6 +79,22 @@ def tester_messages(task: Task) -> list[dict]:
 
 
 # ---- parsing -------------------------------------------------------------------------------------
+def completion_text(completion) -> str:
+    """The text of a completion as TRL hands it over: a string, or chat messages (the last
+    one's content, content blocks joined)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion:
+        last = completion[-1]
+        if isinstance(last, dict):
+            content = last.get("content", "")
+            if isinstance(content, list):  # content blocks
+                return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+            return str(content)
+    return ""
+
+
+
 @dataclass(frozen=True)
 class ParsedProgram:
     code: str

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..cli import _die
+
 PLUS = ("humanevalplus", "mbppplus")
 
 
@@ -47,11 +49,6 @@ def add_eval_parser(sub, sandbox_flags) -> None:
     e.set_defaults(func=cmd_eval)
 
 
-def _die(msg: str):
-    print(f"coevo: {msg}", file=sys.stderr)
-    raise SystemExit(2)
-
-
 def _apply_config(args, path: Path) -> None:
     """Set the flags a YAML file names, except those given on the command line."""
     import yaml
@@ -75,6 +72,7 @@ def _apply_config(args, path: Path) -> None:
 
 def _load(args, executor, for_samples: bool):
     from ..tasks import LoaderError, load_tasks
+    from ..tasks.model import seeded_sample
     name = args.benchmark.lower().replace("-", "").replace("_", "")
     options = {"split": args.split} if args.split else {}
     if name in PLUS:
@@ -85,10 +83,8 @@ def _load(args, executor, for_samples: bool):
         ts = load_tasks(args.benchmark, args.data, **options)
     except LoaderError as e:
         _die(str(e))
-    if args.limit is not None and name not in PLUS and args.limit < len(ts):
-        import numpy as np
-        pick = sorted(np.random.default_rng(args.seed).choice(len(ts), args.limit, replace=False))
-        ts.tasks = [ts.tasks[i] for i in pick]
+    if name not in PLUS:  # the "+" loaders sample before computing expected outputs
+        ts.tasks = seeded_sample(ts.tasks, args.limit, args.seed)
     return ts
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from ..roles import parse_program, parse_test, tester_messages
+from ..roles import completion_text, parse_program, parse_test, tester_messages
 from ..tasks.model import Task
 
 
@@ -85,8 +85,7 @@ class TesterReward:
             raise ValueError(f"TesterReward: task_id {unknown[0]!r} is not among its problems")
         self.calls += 1
         self.tests_for(task_id)
-        texts = [c if isinstance(c, str) else (c[-1].get("content", "") if c else "")
-                 for c in completions]
+        texts = [completion_text(c) for c in completions]
         programs = [parse_program(x, self.tasks[t]) for x, t in zip(texts, task_id)]
         rewards: list = [None] * len(texts)
         jobs, where = [], []

@@ -83,6 +83,16 @@ class Task:
         return job
 
 
+def seeded_sample(items: list, limit: int | None, seed: int = 0) -> list:
+    """``limit`` items drawn without replacement with ``seed``, in their original order (all of
+    them when ``limit`` is None or not smaller)."""
+    if limit is None or limit >= len(items):
+        return list(items)
+    import numpy as np
+    pick = np.random.default_rng(seed).choice(len(items), size=limit, replace=False)
+    return [items[i] for i in sorted(pick)]
+
+
 @dataclass
 class TaskSet:
     """Tasks loaded from one source, with the counts a user wants to see."""

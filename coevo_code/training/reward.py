@@ -21,21 +21,9 @@ import time
 from collections import deque
 from typing import Sequence
 
+from ..roles import completion_text
 from ..tasks.model import Task
 from .scoring import (CODE, TEST, ProblemScore, RewardOptions, batch_metrics, prepare, score)
-
-
-def _text(completion) -> str:
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list) and completion:
-        last = completion[-1]
-        if isinstance(last, dict):
-            content = last.get("content", "")
-            if isinstance(content, list):  # content blocks
-                return "".join(b.get("text", "") for b in content if isinstance(b, dict))
-            return str(content)
-    return ""
 
 
 class CoevoReward:
@@ -96,8 +84,8 @@ class CoevoReward:
                              "(build the dataset with coevo_code.training.data.paired_rows)")
         mode = split[0] if split else "train"
         lengths = ([len(x) for x in completion_ids] if completion_ids is not None
-                   else [len(_text(c)) for c in completions])
-        items = [(int(ti), r, _text(c), n)
+                   else [len(completion_text(c)) for c in completions])
+        items = [(int(ti), r, completion_text(c), n)
                  for ti, r, c, n in zip(task_index, role, completions, lengths)]
         if self._world > 1 and not self._local_ok(mode):
             rewards, scores, phases = self._gathered(items, mode)

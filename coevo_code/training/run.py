@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..tasks import LoaderError, load_tasks
-from ..tasks.model import Task
+from ..tasks.model import Task, seeded_sample
 from .config import CoevoConfig
 from .rundir import last_complete_checkpoint, refuse_existing_run, set_aside, truncate_jsonl
 from .scoring import RewardOptions
@@ -35,11 +35,7 @@ def _load(name, path, split, limit, seed, what) -> list[Task]:
     tasks = [t for t in ts if t.tests]
     if not tasks:
         raise LoaderError(f"{what}: {ts.summary()}: no problem has a gold test")
-    if limit is not None and limit < len(tasks):
-        import numpy as np
-        pick = np.random.default_rng(seed).choice(len(tasks), size=limit, replace=False)
-        tasks = [tasks[i] for i in sorted(pick)]
-    return tasks
+    return seeded_sample(tasks, limit, seed)
 
 
 def reward_options(config: CoevoConfig) -> RewardOptions:
