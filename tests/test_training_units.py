@@ -174,19 +174,32 @@ def test_native_loader_errors_name_the_record(tmp_path, text, needle):
 
 
 # ---- the tiny model's files ----------------------------------------------------------------------
-def test_shipped_tiny_model_files_are_what_the_script_makes(tmp_path):
+@pytest.mark.parametrize("arch,folder,cls", [("qwen2", "tiny", "qwen2"),
+                                               ("llama", "tiny-llama", "llama")])
+def test_shipped_tiny_model_files_are_what_the_script_makes(tmp_path, arch, folder, cls):
     pytest.importorskip("tokenizers")
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), "--out",
-                        str(tmp_path)], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), "--arch",
+                        arch, "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
-    shipped = ROOT / "coevo_code" / "assets" / "tiny"
+    shipped = ROOT / "coevo_code" / "assets" / folder
     names = sorted(x.name for x in shipped.iterdir())
     assert names == sorted(x.name for x in tmp_path.iterdir())
     for name in names:
         assert (shipped / name).read_bytes() == (tmp_path / name).read_bytes(), name
     cfg = json.loads((shipped / "config.json").read_text())
     assert cfg["num_hidden_layers"] == 2 and cfg["hidden_size"] == 64
-    assert np.isfinite(cfg["vocab_size"])
+    assert cfg["model_type"] == cls
+
+
+def test_the_two_tiny_families_differ_in_architecture_and_tokenizer():
+    from coevo_code.training.model import tiny_tokenizer
+    qwen, llama = tiny_tokenizer("tiny"), tiny_tokenizer("tiny-llama")
+    text = "def add(a, b):\n    return a + b\n"
+    assert qwen.encode(text) != llama.encode(text)
+    assert len(qwen) != len(llama)
+    msgs = [{"role": "user", "content": "hi"}]
+    assert "<|im_start|>" in qwen.apply_chat_template(msgs, tokenize=False)
+    assert "<|start_header_id|>" in llama.apply_chat_template(msgs, tokenize=False)
 
 
 def test_reward_names_a_problem_whose_batch_lacks_a_role():

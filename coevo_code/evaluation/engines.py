@@ -48,13 +48,13 @@ class TransformersEngine(Engine):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from ..training.model import TINY_DIR, build_tiny_model, is_tiny
+        from ..training.model import build_tiny_model, is_tiny, tiny_dir
         self.sampling, self.batch_size = sampling, batch_size
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
             if is_tiny(model):
-                self.model = build_tiny_model(sampling.seed)
-                self.tok = AutoTokenizer.from_pretrained(TINY_DIR)
+                self.model = build_tiny_model(sampling.seed, model)
+                self.tok = AutoTokenizer.from_pretrained(tiny_dir(model))
             else:
                 kw = {} if dtype == "auto" else {"dtype": getattr(torch, dtype)}
                 self.model = AutoModelForCausalLM.from_pretrained(model, **kw)

@@ -108,7 +108,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     if is_tiny(name):
         model = str(out / "initial-model")
         if _is_main():
-            save_tiny(Path(model), seed=config.seed)
+            save_tiny(Path(model), seed=config.seed, name=name)
         init.setdefault("dtype", "float32")
     else:
         model = name
