@@ -1,0 +1,209 @@
+"""Label-free labels for code: who labels whom, the labeller's vote, and the rewards it gives.
+
+Pure functions on numpy arrays; the trainer (``training/scoring.py``), the theory simulation
+(``theory.py``) and the tests call the same ones.
+
+Sources (``label_source``):
+
+- ``gold``: the gold tests (CURE); nothing here.
+- ``partner`` (Co-RL, two agents of different families): agent i is labelled by agent 1 - i.
+- ``ring`` (Co-RL's ring, n >= 2 agents): agent i is labelled by its predecessor (i - 1) mod n.
+- ``self_majority`` (SRT / TTRL majority vote): each agent labels itself.
+- ``frozen`` (SRT's stabiliser): a fixed labeller whose completions were sampled once and stored.
+
+The labeller's pseudo-label of a problem (:func:`vote`): its solutions are clustered by their
+outputs on the inputs of *its own* tests (:func:`coevo_code.rewards.execution_majority`, the
+SRT/TTRL vote, MBR-exec clustering); the largest cluster is the pseudo-correct set C, provided its
+share ``|C| / n`` reaches ``threshold`` (else the problem is *unlabelled*). The labeller's
+*accurate* tests are those every solution of C passes ("the partner's tests, filtered by the
+partner's own agreement").
+
+Rewards of agent i labelled by j (:func:`agent_rewards`):
+
+- code, ``partner``/``ring``/``frozen``: the share of j's accurate tests my solution passes (the
+  pseudo-gold tests; ``all_passed``: 1 if it passes every one), as CURE's code reward on gold tests
+  (arXiv:2506.03136, Sec. 3.1) with j's accurate tests as the gold ones;
+- code, ``self_majority``: 1 if my solution is in my own C, else 0 (SRT, arXiv:2505.21444; TTRL,
+  arXiv:2504.16084: reward 1 for the majority answer);
+- tests: CURE's test reward (``cure_test_rewards``: Eq. 4 / |W|) of my tests run by j's
+  solutions, with j's C as the correct set: j's solutions decide which of my tests are accurate;
+- decided edge cases: an unlabelled problem (no vote, a tie, agreement below the threshold) gives
+  no reward (None) to both roles, so the trainer gives it zero advantage and counts it; a label
+  with no accurate test gives the code role no reward; a label whose C is every solution of j gives
+  the tests their accuracy only (no wrong solution to catch, as in CURE).
+
+Layout of the joint arrays of one problem: rows are the solutions of every block (agents, then the
+frozen labeller), columns the generated tests of every block; ``passed[s, t]`` whether solution s
+passes test t; ``outputs[s, t]``/``errored[s, t]`` solution s's output on test t's input (stdio:
+the cell's stdout; functional: the value of the test's call, see :func:`probe_code`), ``errored``
+where that run failed. ``row_owner``/``col_owner`` give each row's / column's block.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rewards import accurate_tests, cure_test_rewards, execution_majority
+
+SOURCES = ("gold", "partner", "ring", "self_majority", "frozen")
+FROZEN = -1  # the labeller index of the frozen source (its block is the last)
+
+
+def supervisor(source: str, agent: int, n_agents: int) -> int | None:
+    """The block that labels ``agent``: an agent index, :data:`FROZEN`, or None (gold)."""
+    if source not in SOURCES:
+        raise ValueError(f"label_source must be one of {', '.join(SOURCES)}, got {source!r}")
+    if not 0 <= agent < n_agents:
+        raise ValueError(f"agent {agent} outside 0..{n_agents - 1}")
+    if source == "gold":
+        return None
+    if source == "frozen":
+        return FROZEN
+    if source == "self_majority":
+        return agent
+    if source == "partner":
+        if n_agents != 2:
+            raise ValueError(f"label_source partner needs exactly 2 agents, got {n_agents} "
+                             f"(use ring for more)")
+        return 1 - agent
+    if n_agents < 2:
+        raise ValueError("label_source ring needs at least 2 agents")
+    return (agent - 1) % n_agents
+
+
+def peer(agent: int, n_agents: int) -> int | None:
+    """The agent whose labels and errors the cross-agent diagnostics compare with ``agent``'s:
+    its predecessor in the ring (the other agent of a pair); None when alone."""
+    return None if n_agents < 2 else (agent - 1) % n_agents
+
+
+def probe_code(test_code: str) -> str | None:
+    """The input-only form of a functional test, whose value the vote clusters on: the left side
+    of ``assert f(x) == y`` (``f(x)``), or the whole asserted expression when it is not a
+    comparison. None when the test has no ``assert`` to take it from."""
+    try:
+        tree = ast.parse(test_code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    asserts = [s for s in tree.body if isinstance(s, ast.Assert)]
+    if not asserts:
+        return None
+    last = asserts[-1]
+    expr = last.test.left if isinstance(last.test, ast.Compare) else last.test
+    prefix = [s for s in tree.body if s is not last and not isinstance(s, ast.Assert)]
+    try:
+        body = [ast.unparse(s) for s in prefix] + [ast.unparse(expr)]
+    except (ValueError, RecursionError):
+        return None
+    return "\n".join(body)
+
+
+@dataclass(frozen=True)
+class PseudoLabel:
+    """A labeller's pseudo-label of one problem.
+
+    correct: the pseudo-correct set C over the labeller's solutions; accurate: over the labeller's
+    tests, passed by every solution of C; agreement: |C| / n, the vote's share."""
+
+    correct: np.ndarray
+    accurate: np.ndarray
+    agreement: float
+
+
+def vote(own_passed, outputs, errored=None, threshold: float = 0.0) -> PseudoLabel | None:
+    """The labeller's pseudo-label from its solutions x its own tests (``own_passed``) and the
+    solutions' outputs on those tests' inputs; None when unlabelled (see the module doc)."""
+    own = np.asarray(own_passed, dtype=bool).reshape(len(outputs), -1) if len(outputs) else \
+        np.zeros((0, 0), dtype=bool)
+    v = execution_majority(outputs, errored, threshold)
+    if v is None:
+        return None
+    return PseudoLabel(v.correct, accurate_tests(own, v.correct), v.agreement)
+
+
+def judge(label: PseudoLabel | None, vs_labeller_tests, all_passed: bool = False):
+    """Code rewards of some solutions from a label: the share of the labeller's accurate tests
+    each passes (``all_passed``: 1.0 if it passes every one). None without a label or without an
+    accurate test."""
+    if label is None or not label.accurate.any():
+        return None
+    p = np.asarray(vs_labeller_tests, dtype=bool)
+    if p.ndim != 2 or p.shape[1] != label.accurate.shape[0]:
+        raise ValueError(f"solutions x labeller tests has shape {p.shape}, the label has "
+                         f"{label.accurate.shape[0]} tests")
+    sub = p[:, label.accurate]
+    return sub.all(axis=1).astype(float) if all_passed else sub.mean(axis=1)
+
+
+@dataclass
+class AgentRewards:
+    """What agent i gets on one problem: rewards (None: no signal) and the label behind them.
+
+    pseudo_correct: my solutions as the label judges them (the code reward is 1), or None."""
+
+    labeller: int | None
+    label: PseudoLabel | None
+    code: np.ndarray | None
+    test: np.ndarray | None
+    pseudo_correct: np.ndarray | None
+
+
+def _blocks(owner, n_blocks):
+    owner = np.asarray(owner)
+    return [np.flatnonzero(owner == b) for b in range(n_blocks)]
+
+
+def block_labels(passed, outputs, errored, row_owner, col_owner, n_blocks: int,
+                 threshold: float = 0.0) -> list[PseudoLabel | None]:
+    """Every block's own vote (index b: block b's solutions on block b's tests)."""
+    passed = np.asarray(passed, dtype=bool)
+    errored = np.asarray(errored, dtype=bool)
+    rows, cols = _blocks(row_owner, n_blocks), _blocks(col_owner, n_blocks)
+    labels = []
+    for r, c in zip(rows, cols):
+        if len(r) == 0 or len(c) == 0:
+            labels.append(None)
+            continue
+        out = [[outputs[i][j] for j in c] for i in r]
+        labels.append(vote(passed[np.ix_(r, c)], out, errored[np.ix_(r, c)], threshold))
+    return labels
+
+
+def agent_rewards(source: str, agent: int, n_agents: int, passed, labels, row_owner, col_owner,
+                  all_passed: bool = False, post_stage: bool = False) -> AgentRewards:
+    """Rewards of ``agent``'s solutions and tests on one problem (see the module doc), from the
+    joint pass matrix and every block's label (:func:`block_labels`; the frozen labeller is the
+    last block)."""
+    j = supervisor(source, agent, n_agents)
+    if j is None:
+        raise ValueError("gold labels come from the gold tests, not from agent_rewards")
+    n_blocks = len(labels)
+    jb = n_blocks - 1 if j == FROZEN else j
+    if jb >= n_blocks:
+        raise ValueError(f"no block for labeller {j} (got {n_blocks} blocks)")
+    passed = np.asarray(passed, dtype=bool)
+    rows, cols = _blocks(row_owner, n_blocks), _blocks(col_owner, n_blocks)
+    label = labels[jb]
+    mine_r, mine_c, lab_r, lab_c = rows[agent], cols[agent], rows[jb], cols[jb]
+    if label is None:
+        return AgentRewards(j, None, None, None, None)
+    if source == "self_majority":
+        code = label.correct.astype(float)
+    else:
+        code = judge(label, passed[np.ix_(mine_r, lab_c)], all_passed)
+    test = cure_test_rewards(passed[np.ix_(lab_r, mine_c)], label.correct, post_stage) \
+        if len(mine_c) else np.zeros(0)
+    pseudo = None if code is None else code >= 1.0
+    return AgentRewards(j, label, code, test, pseudo)
+
+
+def label_agreement(judged_a, judged_b) -> tuple[int, int]:
+    """(agreeing, compared): how many solutions two labels judge alike (pseudo-correct or not);
+    ``judged_*`` are booleans over the same solutions, or None where a label gives no verdict."""
+    if judged_a is None or judged_b is None:
+        return 0, 0
+    a, b = np.asarray(judged_a, dtype=bool), np.asarray(judged_b, dtype=bool)
+    return int((a == b).sum()), int(a.size)
