@@ -187,7 +187,12 @@ def cohen_kappa(errors_a, errors_b) -> float:
     """Cohen's kappa of two agents' error indicators (Cohen 1960):
     kappa = (p_o - p_e) / (1 - p_e), p_o the observed agreement, p_e the agreement expected from
     the marginals. NaN when undefined (no items, or p_e = 1: both constant and equal)."""
-    m = joint_errors(errors_a, errors_b)
+    return kappa_from_joint(joint_errors(errors_a, errors_b))
+
+
+def kappa_from_joint(m) -> float:
+    """Cohen's kappa from a 2 x 2 joint error matrix (:func:`joint_errors`); NaN if undefined."""
+    m = np.asarray(m)
     total = m.sum()
     if total == 0:
         return float("nan")

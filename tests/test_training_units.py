@@ -133,7 +133,8 @@ def test_length_shaping_returns_cure_advantages():
 
 def test_batch_metrics_keys_and_undefined_values():
     m = batch_metrics([])
-    assert list(m) == list(METRIC_KEYS)
+    assert list(m) == list(METRIC_KEYS) + ["joint_errors", "cross_bon"]
+    assert all(m[k] is None for k in ("labelled", "agreement", "kappa", "joint_errors"))
     assert m["code_acc"] is None and m["problems"] == 0 and m["exec_cells_per_s"] is None
     b = prepare(STDIO, [GOOD, WRONG], [_t("3\n", "6\n"), _t("2\n", "4\n")], RewardOptions())
     s = score(b, {"passed": [[True, True, True, True], [True, False, False, True]]},

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
-LABEL_SOURCES = ("gold",)
+from ..labels import SOURCES as LABEL_SOURCES
 
 
 def _f(default, help: str, **kw):
@@ -36,7 +36,12 @@ class CoevoConfig(GRPOConfig):
         eval_tasks, eval_tasks_path, eval_tasks_split, eval_tasks_limit: an optional labelled set
             scored every ``eval_steps`` (code accuracy, unit-test accuracy, best-of-N).
     Rewards
-        label_source: where the correct set comes from (``gold``: the gold tests).
+        label_source: where the correct set comes from: ``gold`` (the gold tests), or label-free
+            (``coevo_code.labels``): ``partner`` / ``ring`` (Co-RL: the other agents' tests and
+            votes; a run of several agents, see ``training/pair.py``), ``self_majority`` (SRT/TTRL
+            majority vote), ``frozen`` (a fixed labeller's completions, ``frozen_labels``).
+        label_threshold: a vote labels a problem only when its largest cluster holds at least this
+            share of the labeller's solutions (else the problem is unlabelled: zero advantage).
         max_gold_tests: gold tests used per problem (CURE: at most 8).
         code_all_passed: code reward 1/0 for passing all gold tests instead of the share passed.
         post_stage: CURE's post-stage test reward (a test counts a wrong solution's catch only if
@@ -53,6 +58,18 @@ class CoevoConfig(GRPOConfig):
     Execution
         exec_slots (default: CPU cores / local processes), exec_launcher (auto, bwrap, direct,
         docker), exec_allow_unsafe, exec_time_limit_s (override every task's limit).
+    Label-free runs
+        frozen_labels: the frozen labeller's completions (``generations.jsonl`` of ``coevo eval``);
+            frozen_model: the model that writes them at the start when the file does not exist.
+        problem_field: show this metadata field of each problem instead of its statement (a
+            rephrased column: two agents of one family then see different surface forms).
+        curriculum, curriculum_window: train only on problems whose pass rate, estimated without
+            labels from the vote share of their latest rollouts, lies in the window (unseen
+            problems are kept).
+        keep_best, early_stopping_patience: keep ``best/`` (the weights with the best eval
+            ``code_acc``); stop after that many evaluations without improvement (SRT).
+    Several agents (filled in by the pair launcher; see ``training/pair.py``)
+        agent_name, agent_names, exchange_timeout_s.
     Machine
         torch_threads: torch intra-op threads (1 on small CPUs: two threads on two cores made
             tiny-model steps swing from 0.1 s to 10 s).
@@ -75,6 +92,7 @@ class CoevoConfig(GRPOConfig):
     length_shaping: bool = _f(False, "CURE's length shaping for long chain-of-thought models")
     min_len: int = _f(1000, "length shaping: lower clip of the target length (tokens)")
     max_len: int = _f(8000, "length shaping: upper clip of the target length (tokens)")
+    label_threshold: float = _f(0.5, "label-free: least vote share |C|/n that labels a problem")
     bon_n: int = _f(4, "best-of-N logged every step: solutions")
     bon_m: int = _f(4, "best-of-N logged every step: generated tests")
     # prompts
@@ -89,6 +107,20 @@ class CoevoConfig(GRPOConfig):
     exec_allow_unsafe: bool = _f(False, "run generated code even with no isolation layer")
     exec_time_limit_s: float | None = _f(None, "CPU seconds per test for every task (default: "
                                                "each task's own limit)")
+    # label-free runs
+    frozen_labels: str | None = _f(None, "frozen labeller's completions (generations.jsonl)")
+    frozen_model: str | None = _f(None, "model that writes frozen_labels when it is missing")
+    problem_field: str | None = _f(None, "show this metadata field instead of the statement")
+    curriculum: bool = _f(False, "keep problems whose label-free pass rate is in the window")
+    curriculum_window: list[float] = field(default_factory=lambda: [0.05, 0.75], metadata={
+        "help": "curriculum: [low, high] estimated pass rate kept"})
+    keep_best: bool = _f(False, "keep best/: the weights with the best eval code_acc")
+    early_stopping_patience: int = _f(0, "stop after this many evals without improvement (0 off)")
+    # several agents
+    agent_name: str = _f("", "this agent's name in a pair or ring (set by the launcher)")
+    agent_names: list[str] = field(default_factory=list, metadata={
+        "help": "every agent of the pair or ring, in order (set by the launcher)"})
+    exchange_timeout_s: float = _f(600.0, "seconds to wait for another agent's completions")
     # machine
     torch_threads: int | None = _f(None, "torch intra-op threads (1 on small CPUs)")
 
@@ -109,6 +141,30 @@ class CoevoConfig(GRPOConfig):
                 errors.append(f"--{name} must be >= 1, got {v}")
         if self.exec_time_limit_s is not None and not self.exec_time_limit_s > 0:
             errors.append(f"--exec_time_limit_s must be > 0, got {self.exec_time_limit_s}")
+        if not 0.0 <= self.label_threshold <= 1.0:
+            errors.append(f"--label_threshold must be in [0, 1], got {self.label_threshold}")
+        lo_hi = list(self.curriculum_window or [])
+        if len(lo_hi) != 2 or not 0.0 <= float(lo_hi[0]) <= float(lo_hi[1]) <= 1.0:
+            errors.append(f"--curriculum_window must be [low, high] within [0, 1], got "
+                          f"{self.curriculum_window}")
+        if not self.exchange_timeout_s > 0:
+            errors.append(f"--exchange_timeout_s must be > 0, got {self.exchange_timeout_s}")
+        if self.early_stopping_patience < 0:
+            errors.append(f"--early_stopping_patience must be >= 0, got "
+                          f"{self.early_stopping_patience}")
+        n_agents = len(self.agent_names)
+        if n_agents and self.agent_name not in self.agent_names:
+            errors.append(f"--agent_name {self.agent_name!r} is not one of --agent_names "
+                          f"{self.agent_names}")
+        if self.label_source in ("partner", "ring") and n_agents < 2:
+            errors.append(f"--label_source {self.label_source} needs a pair or ring of agents: "
+                          f"start it with a config that lists `agents:` (see "
+                          f"configs/pair-tiny-cpu.yaml)")
+        if self.label_source == "partner" and n_agents > 2:
+            errors.append(f"--label_source partner needs exactly 2 agents, got {n_agents}; use "
+                          f"ring")
+        if self.label_source == "frozen" and not (self.frozen_labels or self.frozen_model):
+            errors.append("--label_source frozen needs --frozen_labels FILE or --frozen_model")
         if self.min_len > self.max_len:
             errors.append(f"--min_len ({self.min_len}) must not exceed --max_len ({self.max_len})")
         if errors:

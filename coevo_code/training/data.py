@@ -48,20 +48,28 @@ class PairedSampler(Sampler):
 
     def __init__(self, n_problems: int, k: int, problems_per_batch: int, batches: int,
                  repeat: int = 1, seed: int = 0, shuffle: bool = True,
-                 p_give_example: float = 1.0):
+                 p_give_example: float = 1.0, keep=None):
         if n_problems < 1:
             raise ValueError("no problems to sample from")
         self.n, self.k, self.ppb, self.batches = n_problems, k, problems_per_batch, batches
         self.repeat, self.seed, self.shuffle, self.p = repeat, seed, shuffle, p_give_example
+        self.keep = keep  # curriculum: keep(problem) -> bool, read when the visit comes up
 
     def problem_stream(self):
-        """(problem, shown) visits, forever: a seeded permutation per pass."""
+        """(problem, shown) visits, forever: a seeded permutation per pass. With ``keep`` (the
+        curriculum), a problem it rejects is passed over, unless a whole pass in a row was
+        rejected (then the next one is taken: training never stalls)."""
         order_rng = np.random.default_rng([self.seed, 0])
         coin_rng = np.random.default_rng([self.seed, 1])
+        rejected = 0
         while True:
             order = order_rng.permutation(self.n) if self.shuffle else np.arange(self.n)
             for i in order:
                 shown = bool(coin_rng.random() < self.p) if 0 < self.p < 1 else self.p >= 1
+                if self.keep is not None and rejected < self.n and not self.keep(int(i)):
+                    rejected += 1
+                    continue
+                rejected = 0
                 yield int(i), shown
 
     def __iter__(self):

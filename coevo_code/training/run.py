@@ -4,6 +4,7 @@ train (or resume), save. The ``coevo train`` command and the tests call :func:`t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -26,16 +27,74 @@ class RunResult:
     trainer: object = None  # the CoevoTrainer (closed), for inspection
 
 
-def _load(name, path, split, limit, seed, what) -> list[Task]:
+def _load(name, path, split, limit, seed, what, need_gold: bool = True) -> list[Task]:
     options = {"split": split} if split else {}
     try:
         ts = load_tasks(name, path, **options)
     except LoaderError as e:
         raise LoaderError(f"{what}: {e}") from None
-    tasks = [t for t in ts if t.tests]
+    tasks = [t for t in ts if t.tests or not need_gold]
     if not tasks:
         raise LoaderError(f"{what}: {ts.summary()}: no problem has a gold test")
     return seeded_sample(tasks, limit, seed)
+
+
+def shown_tasks(tasks: list[Task], problem_field: str | None) -> list[Task]:
+    """The problems as this agent's prompts show them: with ``problem_field``, that metadata field
+    (e.g. a rephrased statement) replaces the statement; parsing and tests are unchanged."""
+    if not problem_field:
+        return tasks
+    out = []
+    for t in tasks:
+        text = t.metadata.get(problem_field)
+        if not isinstance(text, str) or not text.strip():
+            raise LoaderError(f"--problem_field {problem_field}: problem {t.id} has no such text "
+                              f"in its metadata")
+        out.append(dataclasses.replace(t, prompt=text))
+    return out
+
+
+def frozen_labels(config: CoevoConfig, tasks: list[Task], out: Path) -> dict:
+    """The frozen labeller's completions per problem: read from ``frozen_labels`` (a
+    ``generations.jsonl`` of ``coevo eval``), or written there (default: the run directory) by
+    ``frozen_model`` once, at the start (SRT's frozen pseudo-labels)."""
+    from ..evaluation.harness import GenerationCache
+    k = config.num_generations
+    path = Path(config.frozen_labels) if config.frozen_labels else out / "frozen_labels.jsonl"
+    cache = GenerationCache(path)
+    missing = [t for t in tasks if cache.get(t.id, "code", k) is None
+               or cache.get(t.id, "test", k) is None]
+    if missing and not config.frozen_model:
+        raise LoaderError(f"--frozen_labels {path}: no {k} code and test completions for problem "
+                          f"{missing[0].id} ({len(missing)} problem(s) missing); give "
+                          f"--frozen_model to write them")
+    if missing:
+        from ..evaluation.engines import Sampling, make_engine
+        from ..evaluation.harness import generate_all
+        print(f"coevo: frozen labeller {config.frozen_model}: writing {len(missing)} problem(s) "
+              f"to {path}", file=sys.stderr)
+        engine = make_engine("transformers", config.frozen_model, Sampling(
+            temperature=config.temperature or 1.0, max_tokens=config.max_completion_length,
+            seed=config.seed), device="cpu" if config.use_cpu else None)
+        try:
+            generate_all(missing, engine, k, k, cache)
+        finally:
+            engine.close()
+    return {t.id: (cache.get(t.id, "code", k), cache.get(t.id, "test", k)) for t in tasks}
+
+
+def exchange_for(config: CoevoConfig):
+    """This agent's end of the pair's exchange (None when training alone)."""
+    if not config.agent_names:
+        return None
+    from .exchange import Exchange
+    address = os.environ.get("COEVO_EXCHANGE")
+    if not address:
+        raise ValueError(f"agent {config.agent_name!r} belongs to a pair or ring run: start the "
+                         f"run with `coevo train --config PAIR.yaml` (COEVO_EXCHANGE is not set)")
+    if not _is_main():
+        return None
+    return Exchange(address, config.agent_name, config.agent_names, config.exchange_timeout_s)
 
 
 def reward_options(config: CoevoConfig) -> RewardOptions:
@@ -43,7 +102,8 @@ def reward_options(config: CoevoConfig) -> RewardOptions:
                          code_all_passed=config.code_all_passed,
                          length_shaping=config.length_shaping, min_len=config.min_len,
                          max_len=config.max_len, bon_n=config.bon_n, bon_m=config.bon_m,
-                         label_source=config.label_source)
+                         label_source=config.label_source,
+                         label_threshold=config.label_threshold)
 
 
 def _is_main() -> bool:
@@ -80,7 +140,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
 
     from .data import paired_rows
     from .model import is_tiny, save_tiny
-    from .reward import CoevoReward
+    from .reward import CoevoReward, Curriculum
     from .trainer import CoevoTrainer
 
     if config.torch_threads:
@@ -97,7 +157,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
 
     if tasks is None:
         tasks = _load(config.tasks, config.tasks_path, config.tasks_split, config.tasks_limit,
-                      config.seed, "--tasks")
+                      config.seed, "--tasks", need_gold=config.label_source == "gold")
     if eval_tasks is None and config.eval_tasks:
         eval_tasks = _load(config.eval_tasks, config.eval_tasks_path, config.eval_tasks_split,
                            config.eval_tasks_limit, config.seed, "--eval_tasks")
@@ -132,7 +192,10 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
         gens = math.ceil(config.num_train_epochs * len(tasks) / config.problems_per_batch)
         config.max_steps = math.ceil(gens * config.num_iterations * config.steps_per_generation
                                      / config.gradient_accumulation_steps)
-    rows = paired_rows(tasks, "train", config.max_input_examples)
+    frozen = frozen_labels(config, tasks, out) if config.label_source == "frozen" else None
+    exchange = exchange_for(config)
+    rows = paired_rows(shown_tasks(tasks, config.problem_field), "train",
+                       config.max_input_examples)
     train_ds = datasets.Dataset.from_list(rows)
     eval_ds = (datasets.Dataset.from_list(paired_rows(eval_tasks, "eval", 0))
                if eval_tasks else None)
@@ -144,7 +207,10 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
         local_batch={"train": config.per_device_train_batch_size * config.steps_per_generation,
                      "eval": config.per_device_eval_batch_size},
         k={"train": k, "eval": config.num_generations_eval or k},
-        exec_time_limit_s=config.exec_time_limit_s)
+        exec_time_limit_s=config.exec_time_limit_s, exchange=exchange,
+        agent_index=config.agent_names.index(config.agent_name) if config.agent_names else 0,
+        n_agents=max(1, len(config.agent_names)), frozen=frozen,
+        curriculum=Curriculum(config.curriculum_window, enabled=config.curriculum))
     peft = get_peft_config(model_args) if model_args is not None else None
     trainer = CoevoTrainer(model=model, args=config, train_dataset=train_ds, eval_dataset=eval_ds,
                            peft_config=peft, coevo_reward=reward, n_train=len(tasks),
@@ -154,6 +220,8 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
         if trainer.is_world_process_zero():
             resolved = {k: v for k, v in config.to_dict().items()}
             (out / "resolved_config.json").write_text(json.dumps(resolved, indent=1, default=str))
+        if ckpt:
+            trainer.load_coevo_state(ckpt)
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
         final = out / "final"
         trainer.save_model(str(final))

@@ -98,9 +98,11 @@ def truncate_jsonl(path: Path, last_step: int) -> int:
 
 
 def clean(value):
-    """JSON-safe: finite floats, ints, strings, None."""
+    """JSON-safe: finite floats, ints, strings, None; lists of those (matrices) kept as lists."""
     if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
     if isinstance(value, int):
         return value
     try:

@@ -20,6 +20,14 @@ Per problem (CURE, arXiv:2506.03136, Sec. 3; the core's ``rewards`` module):
   group are group-normalised with CURE's ``normalize_reward`` (all-ones groups kept) and
   ``cure_length_shaping`` is applied; the values returned are then CURE's advantages, which TRL
   passes through unchanged with ``scale_rewards="none"`` (they have mean zero).
+
+Label-free sources (``partner``, ``ring``, ``self_majority``, ``frozen``; :mod:`coevo_code.labels`):
+:func:`prepare_joint` puts every agent's completions of a problem (and the frozen labeller's) into
+one job, gold tests first, with the solutions' outputs returned (stdio: the generated tests' cells;
+functional: a second job calling each test's left-hand side, :func:`coevo_code.labels.probe_code`);
+:func:`score_joint` takes this agent's rewards from its labeller's vote, and the gold metrics of
+its own block from the gold tests where the data has them (logged, never used for training), plus
+the cross-agent diagnostics. Each agent runs the joint job itself: nothing but text crosses over.
 """
 
 from __future__ import annotations
@@ -30,12 +38,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ..metrics import TestCounts, best_of_n_accuracy, test_counts
+from .. import labels as L
+from ..metrics import TestCounts, best_of_n_accuracy, joint_errors, kappa_from_joint, test_counts
 from ..rewards import (correct_from_gold, cure_code_rewards, cure_length_shaping,
                        cure_test_rewards, group_normalize)
 from ..matrix import ProblemBatch, full_matrix
 from ..matrix import prepare as prepare_job
-from ..tasks.model import Task
+from ..tasks.model import Task, TestCase
 
 CODE, TEST = "code", "test"
 LOWEST = {CODE: 0.0, TEST: -1.0}  # the reward of a completion that parses to nothing
@@ -54,6 +63,7 @@ class RewardOptions:
     bon_n: int = 4
     bon_m: int = 4
     label_source: str = "gold"
+    label_threshold: float = 0.5
 
 
 @dataclass
@@ -72,13 +82,19 @@ class ProblemScore:
     code_lengths: list[int]
     test_lengths: list[int]
     cells: int
+    # label-free runs (None / empty in gold runs)
+    labelled: bool | None = None
+    vote_agreement: float | None = None
+    pass_estimate: float | None = None        # curriculum: mean vote share over the agents
+    label_agree: tuple = (0, 0)               # (agreeing, compared) with the peer's label
+    pseudo_hits: tuple = (0, 0)               # (pseudo-label == gold, judged) on my solutions
+    joint_err: np.ndarray | None = None       # 2 x 2 gold error counts, me x peer
+    cross_bon: np.ndarray | None = None       # agents x agents best-of-N (solutions x tests)
 
 
 def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
             options: RewardOptions, code_lengths=(), test_lengths=()) -> ProblemBatch:
     """Parse the completions and build the executor job (see :func:`coevo_code.matrix.prepare`)."""
-    if options.label_source != "gold":
-        raise ValueError(f"label_source {options.label_source!r} is not available yet; use 'gold'")
     return prepare_job(task, code_texts, test_texts, options.max_gold_tests, code_lengths,
                        test_lengths)
 
@@ -98,7 +114,11 @@ def _shape(values: list, lengths: list[int], options: RewardOptions) -> list:
 
 def score(batch: ProblemBatch, result: dict | None, options: RewardOptions) -> ProblemScore:
     """Rewards and metric counts of one problem from its executor result."""
-    full = full_matrix(batch, result)
+    return score_matrix(batch, full_matrix(batch, result), options)
+
+
+def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions) -> ProblemScore:
+    """:func:`score` from the problem's full n x (gold + generated) matrix."""
     t = batch.n_gold
     gold, generated = full[:, :t], full[:, t:]
     code_ok = np.array([p.ok for p in batch.programs], dtype=bool)
@@ -134,12 +154,167 @@ def score(batch: ProblemBatch, result: dict | None, options: RewardOptions) -> P
         code_lengths=batch.code_lengths, test_lengths=batch.test_lengths, cells=cells)
 
 
+# ---- label-free: every agent's completions in one matrix --------------------------------------
+ERRORED = ("ok", "wrong_answer")  # outcomes whose output counts in the vote; others are errors
+
+
+@dataclass
+class JointBatch:
+    """One problem's completions of every block (agents in order, then the frozen labeller), the
+    main job (gold tests first, outputs returned for stdio) and, for functional problems, the probe
+    job whose cells' values are the outputs the vote clusters on."""
+
+    batch: ProblemBatch
+    row_owner: np.ndarray
+    col_owner: np.ndarray
+    me: int
+    n_agents: int
+    my_code_lengths: list[int]
+    my_test_lengths: list[int]
+    probe_job: dict | None = None
+    probe_cols: list[int] | None = None  # generated column of each probe test
+
+    @property
+    def jobs(self) -> list[dict]:
+        return [j for j in (self.batch.job, self.probe_job) if j is not None]
+
+
+def prepare_joint(task: Task, blocks: Sequence[tuple[Sequence[str], Sequence[str]]], me: int,
+                  n_agents: int, options: RewardOptions, code_lengths=(),
+                  test_lengths=()) -> JointBatch:
+    """``blocks``: (code texts, test texts) of every agent, in agent order, then the frozen
+    labeller's when the source is ``frozen``; ``me``: this agent's index."""
+    codes = [c for cs, _ in blocks for c in cs]
+    tests = [t for _, ts in blocks for t in ts]
+    batch = prepare_job(task, codes, tests, options.max_gold_tests)
+    rows = np.repeat(np.arange(len(blocks)), [len(cs) for cs, _ in blocks])
+    cols = np.repeat(np.arange(len(blocks)), [len(ts) for _, ts in blocks])
+    jb = JointBatch(batch, rows, cols, me, n_agents, list(code_lengths), list(test_lengths))
+    if batch.job is None:
+        return jb
+    if task.kind == "stdio":
+        batch.job["return_outputs"] = True
+        return jb
+    probes, where = [], []
+    for j, x in enumerate(batch.tests):
+        code = L.probe_code(x.test.code) if x.ok and x.test.code else None
+        if code is not None:
+            probes.append(TestCase(code=code))
+            where.append(j)
+    if probes:
+        jb.probe_job = task.job([p.code for p in batch.programs if p.ok], probes,
+                                return_outputs=True, id=f"{task.id}#probe")
+        jb.probe_cols = where
+    return jb
+
+
+def _outputs(jb: JointBatch, result: dict | None, probe_result: dict | None):
+    """Every solution's output on every generated test's input, and which of those runs
+    errored (unparsed rows and columns: errored)."""
+    b = jb.batch
+    n, m, t = len(b.programs), len(b.tests), b.n_gold
+    outputs = [[""] * m for _ in range(n)]
+    errored = np.ones((n, m), dtype=bool)
+    rows = [i for i, p in enumerate(b.programs) if p.ok]
+    if jb.probe_job is not None:
+        res, cols = probe_result, list(jb.probe_cols or [])
+        offset = 0
+    elif b.job is not None and b.task.kind == "stdio":
+        res, cols = result, [j for j, x in enumerate(b.tests) if x.ok]
+        offset = t
+    else:
+        return outputs, errored
+    if not res or "outcomes" not in res or res.get("outputs") is None:
+        why = (res or {}).get("error", "no outputs")
+        raise RuntimeError(f"the executor gave no outputs for problem {b.task.id}: {why}")
+    for r, i in enumerate(rows):
+        outs, oks = res["outputs"][r], res["outcomes"][r]
+        for c, j in enumerate(cols):
+            outcome = oks[offset + c]
+            if outcome in ERRORED:
+                outputs[i][j] = outs[offset + c]
+                errored[i, j] = False
+    return outputs, errored
+
+
+def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
+                options: RewardOptions) -> ProblemScore:
+    """This agent's rewards from its labeller (:func:`coevo_code.labels.agent_rewards`), its gold
+    metrics (logged only), and the cross-agent diagnostics of one problem."""
+    b = jb.batch
+    full = full_matrix(b, result)
+    t = b.n_gold
+    gen = full[:, t:]
+    outputs, errored = _outputs(jb, result, probe_result)
+    n_blocks = int(max(jb.row_owner.max(initial=-1), jb.col_owner.max(initial=-1)) + 1)
+    labels = L.block_labels(gen, outputs, errored, jb.row_owner, jb.col_owner, n_blocks,
+                            options.label_threshold)
+    estimate = L.block_labels(gen, outputs, errored, jb.row_owner, jb.col_owner, n_blocks)
+    me = jb.me
+    ar = L.agent_rewards(options.label_source, me, jb.n_agents, gen, labels, jb.row_owner,
+                         jb.col_owner, options.code_all_passed, options.post_stage)
+
+    # my block, judged by the gold tests (metrics only)
+    my_rows = np.flatnonzero(jb.row_owner == me)
+    my_cols = np.flatnonzero(jb.col_owner == me)
+    mine = ProblemBatch(b.task, [b.programs[i] for i in my_rows], [b.tests[j] for j in my_cols],
+                        t, None, jb.my_code_lengths, jb.my_test_lengths)
+    base = score_matrix(mine, full[np.ix_(my_rows, list(range(t)) + [t + j for j in my_cols])],
+                        options)
+    code_ok = [p.ok for p in mine.programs]
+    test_ok = [x.ok for x in mine.tests]
+    if ar.code is None:
+        code_rewards: list = [None] * len(my_rows)
+    else:
+        code_rewards = [float(r) if ok else LOWEST[CODE] for r, ok in zip(ar.code, code_ok)]
+    if ar.label is None or ar.test is None:
+        test_rewards: list = [None] * len(my_cols)
+    else:
+        test_rewards = [float(r) if ok else LOWEST[TEST] for r, ok in zip(ar.test, test_ok)]
+    base.code_rewards = _shape(code_rewards, jb.my_code_lengths, options)
+    base.test_rewards = _shape(test_rewards, jb.my_test_lengths, options)
+
+    # diagnostics
+    base.cells = sum(len(j["programs"]) * len(j["tests"]) for j in jb.jobs)
+    base.labelled = ar.code is not None
+    base.vote_agreement = None if ar.label is None else ar.label.agreement
+    shares = [0.0 if x is None else x.agreement for x in estimate[:jb.n_agents]]
+    base.pass_estimate = float(np.mean(shares)) if shares else None
+    gold_ok = correct_from_gold(full[:, :t]) if t else None
+    if gold_ok is not None and ar.pseudo_correct is not None:
+        hits = ar.pseudo_correct == gold_ok[my_rows]
+        base.pseudo_hits = (int(hits.sum()), int(hits.size))
+    peer = L.peer(me, jb.n_agents)
+    if peer is not None:
+        verdicts = []
+        for x in (me, peer):
+            verdicts.append(L.judge(labels[x], gen[:, jb.col_owner == x], all_passed=True))
+        base.label_agree = L.label_agreement(*verdicts)
+        if gold_ok is not None:
+            ea = ~gold_ok[my_rows]
+            eb = ~gold_ok[jb.row_owner == peer]
+            k = min(len(ea), len(eb))
+            base.joint_err = joint_errors(ea[:k], eb[:k])
+    if gold_ok is not None:
+        cb = np.full((jb.n_agents, jb.n_agents), np.nan)
+        for a in range(jb.n_agents):
+            ra = jb.row_owner == a
+            for c in range(jb.n_agents):
+                sub = gen[np.ix_(ra, jb.col_owner == c)]
+                if ra.any():
+                    cb[a, c] = best_of_n_accuracy(gold_ok[ra], sub, options.bon_n, options.bon_m)
+        base.cross_bon = cb
+    return base
+
+
 # ---- step metrics -------------------------------------------------------------------------------
 METRIC_KEYS = (
     "code_acc", "ut_acc", "p01", "p00", "mu", "bon_acc",
     "reward_code_mean", "reward_code_std", "reward_test_mean", "reward_test_std",
     "parse_fail_code", "parse_fail_test", "len_code_mean", "len_test_mean",
-    "test_rows_no_signal", "problems", "exec_cells", "exec_cells_per_s")
+    "test_rows_no_signal", "problems", "exec_cells", "exec_cells_per_s",
+    "labelled", "vote_agreement", "agreement", "pseudo_label_acc", "kappa")
+MATRIX_KEYS = ("joint_errors", "cross_bon")  # lists of lists, in metrics.jsonl only
 
 
 def _mean_std(values) -> tuple[float | None, float | None]:
@@ -195,4 +370,42 @@ def batch_metrics(scores: Sequence[ProblemScore], exec_seconds: float = 0.0) -> 
         "problems": len(scores), "exec_cells": cells,
         "exec_cells_per_s": cells / exec_seconds if cells and exec_seconds > 0 else None,
     }
-    return {k: _num(out[k]) for k in METRIC_KEYS}
+    out.update(_label_metrics(scores))
+    metrics = {k: _num(out[k]) for k in METRIC_KEYS}
+    metrics.update({k: out.get(k) for k in MATRIX_KEYS})
+    return metrics
+
+
+def _label_metrics(scores: Sequence[ProblemScore]) -> dict:
+    """labelled: share of problems my labeller labelled; vote_agreement: mean vote share |C|/n
+    of those; agreement: share of solutions my and my peer's labels judge alike; pseudo_label_acc:
+    share of my solutions whose pseudo-label (code reward 1) equals the gold verdict; kappa and
+    joint_errors: Cohen's kappa and the 2 x 2 counts of my and my peer's gold errors (i-th
+    solution against i-th); cross_bon: best-of-N accuracy of agent a's solutions ranked by agent
+    b's tests, mean over problems. None where undefined (gold runs: all None)."""
+    lab = [s for s in scores if s.labelled is not None]
+    if not lab:
+        return {"labelled": None, "vote_agreement": None, "agreement": None,
+                "pseudo_label_acc": None, "kappa": None, "joint_errors": None, "cross_bon": None}
+    votes = [s.vote_agreement for s in lab if s.vote_agreement is not None]
+    agree = np.sum([s.label_agree for s in lab], axis=0)
+    hits = np.sum([s.pseudo_hits for s in lab], axis=0)
+    joints = [s.joint_err for s in lab if s.joint_err is not None]
+    joint = np.sum(joints, axis=0) if joints else None
+    cbs = [s.cross_bon for s in lab if s.cross_bon is not None]
+    cross = None
+    if cbs:
+        stack = np.stack(cbs)
+        with np.errstate(all="ignore"):
+            valid = (~np.isnan(stack)).sum(axis=0)
+            mean = np.where(valid > 0, np.nansum(stack, axis=0) / np.maximum(valid, 1), np.nan)
+        cross = [[_num(x) for x in row] for row in mean]
+    return {
+        "labelled": sum(bool(s.labelled) for s in lab) / len(lab),
+        "vote_agreement": float(np.mean(votes)) if votes else None,
+        "agreement": agree[0] / agree[1] if agree[1] else None,
+        "pseudo_label_acc": hits[0] / hits[1] if hits[1] else None,
+        "kappa": kappa_from_joint(joint) if joint is not None else None,
+        "joint_errors": joint.astype(int).tolist() if joint is not None else None,
+        "cross_bon": cross,
+    }

@@ -4,6 +4,7 @@ phase timing, and one metrics line per optimiser step. Everything else is TRL's.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict, deque
 from pathlib import Path
@@ -16,13 +17,15 @@ from trl import GRPOTrainer
 from .data import EvalSampler, PairedSampler
 from .reward import CoevoReward
 from .rundir import JsonlWriter
-from .scoring import METRIC_KEYS, batch_metrics
+from .scoring import MATRIX_KEYS, METRIC_KEYS, batch_metrics
 
 PHASES = ("generation", "execution", "rewards", "update")
 TRL_KEYS = ("loss", "grad_norm", "learning_rate", "entropy", "kl")
 STEP_KEYS = (("step", "epoch", "generation", "wall_s") + METRIC_KEYS
-             + tuple(f"time_{p}" for p in PHASES) + ("time_step",) + TRL_KEYS)
+             + tuple(f"time_{p}" for p in PHASES) + ("time_step",) + TRL_KEYS
+             + ("curriculum_skipped",) + MATRIX_KEYS)
 EVAL_KEYS = ("step",) + METRIC_KEYS
+STATE_FILE = "coevo_state.json"  # in each checkpoint: curriculum estimates, early-stopping record
 
 
 class _StepEnd(TrainerCallback):
@@ -31,6 +34,8 @@ class _StepEnd(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.trainer._on_step_end(state)
+        if self.trainer.coevo_reward.stop_all:  # early stopping, agreed by every agent
+            control.should_training_stop = True
 
     def on_train_end(self, args, state, control, **kwargs):
         self.trainer._flush()
@@ -87,6 +92,7 @@ class CoevoTrainer(GRPOTrainer):
         self._pending: dict | None = None
         self._t0 = time.time()
         self.batches: deque = deque(maxlen=4)
+        self.best: dict = {"code_acc": None, "step": None, "evals_since": 0}
         self.add_callback(_StepEnd(self))
         if any(isinstance(c, ProgressCallback) for c in self.callback_handler.callbacks):
             self.remove_callback(ProgressCallback)
@@ -100,7 +106,8 @@ class CoevoTrainer(GRPOTrainer):
             problems_per_batch=a.problems_per_batch,
             batches=a.generation_batches(self._n_train, a.gradient_accumulation_steps),
             repeat=self.num_iterations * a.steps_per_generation, seed=a.seed,
-            shuffle=self.shuffle_dataset, p_give_example=a.p_give_example)
+            shuffle=self.shuffle_dataset, p_give_example=a.p_give_example,
+            keep=self.coevo_reward.curriculum.keep if a.curriculum else None)
 
     def _get_eval_sampler(self, eval_dataset):
         return EvalSampler(self._n_eval, self.num_generations_eval)
@@ -150,7 +157,10 @@ class CoevoTrainer(GRPOTrainer):
         self._pending = {"step": state.global_step, "epoch": state.epoch,
                          "generation": self._generations, "wall_s": time.time() - self._t0,
                          **{k: self._last_gen.get(k) for k in METRIC_KEYS}, **phases,
-                         "time_step": total}
+                         "time_step": total,
+                         "curriculum_skipped": self.coevo_reward.curriculum.skipped
+                         if self.args.curriculum else None,
+                         **{k: self._last_gen.get(k) for k in MATRIX_KEYS}}
         self._phase.clear()
         self._step_time = 0.0
 
@@ -172,7 +182,42 @@ class CoevoTrainer(GRPOTrainer):
 
     def _save_checkpoint(self, model, trial):
         self._flush()  # the step's line is on disk before its checkpoint can count as complete
-        return super()._save_checkpoint(model, trial)
+        out = super()._save_checkpoint(model, trial)
+        if self.is_world_process_zero():
+            ckpt = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
+            if ckpt.is_dir():
+                (ckpt / STATE_FILE).write_text(json.dumps({
+                    "curriculum": self.coevo_reward.curriculum.snapshot(), "best": self.best}))
+        return out
+
+    def load_coevo_state(self, checkpoint: Path) -> None:
+        """Curriculum estimates and the early-stopping record saved with ``checkpoint``."""
+        f = Path(checkpoint) / STATE_FILE
+        if f.is_file():
+            state = json.loads(f.read_text())
+            self.coevo_reward.curriculum.adopt(state.get("curriculum", {}))
+            self.best.update(state.get("best", {}))
+
+    def _after_eval(self, pooled: dict) -> None:
+        """``keep_best``: save ``best/`` when eval code_acc improves; early stopping after
+        ``early_stopping_patience`` evaluations without improvement (SRT). In a pair or ring the
+        request travels with the next batch and every agent stops after the same step."""
+        a = self.args
+        acc = pooled.get("code_acc")
+        if acc is None:
+            return
+        if self.best["code_acc"] is None or acc > self.best["code_acc"]:
+            self.best.update(code_acc=acc, step=self.state.global_step, evals_since=0)
+            if a.keep_best:
+                self.save_model(str(Path(a.output_dir) / "best"))
+                if self.is_world_process_zero():
+                    (Path(a.output_dir) / "best" / "best.json").write_text(json.dumps(self.best))
+        else:
+            self.best["evals_since"] += 1
+        if a.early_stopping_patience and self.best["evals_since"] >= a.early_stopping_patience:
+            self.coevo_reward.stop_requested = True
+            if self.coevo_reward.n_agents <= 1:
+                self.coevo_reward.stop_all = True
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
         self.coevo_reward.eval_scores = []
@@ -181,6 +226,7 @@ class CoevoTrainer(GRPOTrainer):
         self.coevo_reward.eval_scores = []
         if self._eval_writer is not None and self.is_world_process_zero():
             self._eval_writer.write({"step": self.state.global_step, **pooled})
+        self._after_eval(pooled)
         exact = {f"{metric_key_prefix}_pooled/{k}": v for k, v in pooled.items() if v is not None}
         if exact:
             self.log(exact)  # to report_to and the progress bar, exact over the whole set
