@@ -183,6 +183,8 @@ TRAIN_HELP = """usage: coevo train [--config FILE | --resume RUN_DIR] [--FIELD V
 
 Train one policy to write solutions and unit tests (CURE) on TRL's GRPOTrainer.
 With no --config: the embedded default, a tiny model on the bundled problems, on CPU.
+A config with an `agents:` list trains a pair or ring (Co-RL): one trainer process per agent,
+one run directory with a subfolder per agent (see configs/pair-tiny-cpu.yaml).
 Every field of CoevoConfig (TRL's GRPOConfig plus the co-evolution fields) and of TRL's
 ModelConfig can be set in the YAML file or on the command line, e.g. --max_steps 12 --save_steps 1.
 --resume RUN_DIR continues a run from its last complete checkpoint, same data order.
@@ -202,11 +204,53 @@ def cmd_train(argv: list[str]) -> int:
         from .training.cli import field_help
         print(field_help())
         return 0
+    from .training.pair import is_pair_config
+    pair_file, resume = _pair_config(argv)
+    if pair_file is not None and is_pair_config(pair_file):
+        from .training.pair import PairError, launch, load_pair, validate
+        rest = _without(argv, "--config" if not resume else "--resume")
+        try:
+            pair = load_pair(pair_file, rest)
+            validate(pair)
+            return launch(pair, resume=resume)
+        except (PairError, FileExistsError) as e:
+            _die(str(e).splitlines()[0])
     try:
         parsed = parse_train_args(argv)
     except (ValueError, FileNotFoundError) as e:
         _die(str(e).splitlines()[0] if str(e) else type(e).__name__)
     return run_train(parsed)
+
+
+def _pair_config(argv: list[str]) -> tuple[str | None, bool]:
+    """The config file a pair run would come from: ``--config F``, or ``--resume DIR``'s
+    ``config.yaml``; and whether this is a resume."""
+    for i, a in enumerate(argv):
+        for flag in ("--config", "--resume"):
+            value = None
+            if a == flag and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif a.startswith(flag + "="):
+                value = a.split("=", 1)[1]
+            if value is not None:
+                return (value if flag == "--config" else str(Path(value) / "config.yaml"),
+                        flag == "--resume")
+    return None, False
+
+
+def _without(argv: list[str], flag: str) -> list[str]:
+    out, skip = [], False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a == flag:
+            skip = True
+            continue
+        if a.startswith(flag + "="):
+            continue
+        out.append(a)
+    return out
 
 
 def cmd_report(args) -> int:

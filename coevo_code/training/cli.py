@@ -110,6 +110,7 @@ def run_train(a: TrainArgs) -> int:
     from transformers.utils import logging as hf_logging
 
     from ..tasks import LoaderError
+    from .exchange import PartnerError
     from .rundir import refuse_existing_run
     from .run import train
 
@@ -133,6 +134,9 @@ def run_train(a: TrainArgs) -> int:
         print(f"coevo: {str(e).splitlines()[0]} (COEVO_DEBUG=1 for the traceback)",
               file=sys.stderr)
         return 2
+    except PartnerError as e:
+        print(f"coevo: {e}", file=sys.stderr)
+        return 3
     if main:
         print(f"coevo: {result.global_step} steps in {time.time() - t0:.0f} s; metrics "
               f"{out / 'metrics.jsonl'}; weights {result.final_dir}; curves: coevo report {out}",

@@ -1,0 +1,313 @@
+"""Pairs and rings (Co-RL): ``coevo train --config PAIR.yaml`` starts one trainer process per agent.
+
+A pair config is a training config with an ``agents:`` list. Top-level fields are shared; each
+agent has a ``name``, its own fields (its model, learning rate, ``problem_field``, ...) and an
+optional ``launch:`` block (``num_processes``: processes of its own ``torchrun`` world;
+``devices``: its ``CUDA_VISIBLE_DEVICES``; ``env``: extra environment variables)::
+
+    label_source: partner
+    tasks: bundled
+    agents:
+      - name: qwen
+        model_name_or_path: tiny
+      - name: llama
+        model_name_or_path: tiny-llama
+        learning_rate: 5.0e-4
+
+The launcher writes one run directory: ``config.yaml`` (the pair's inputs) and a subfolder per
+agent (that agent's ``config.yaml``, ``metrics.jsonl``, checkpoints, ``agent.log``). It hosts the
+``TCPStore`` the agents swap completions through (``exchange.py``), starts every agent as
+``coevo train --config DIR/<agent>/config.yaml`` (no shared parameters, gradients or devices: the
+reward is the only coupling), shows one progress bar per agent, and marks an agent that exits in
+the store, so that the others stop at once with an error naming it (a stalled agent is caught by
+``exchange_timeout_s``). Agents die with the launcher (``PR_SET_PDEATHSIG``).
+
+Fields that decide the data order, the batch shape and the steps (:data:`LOCKSTEP`) must be the
+same for every agent, so they are set at the top level only. ``coevo train --resume DIR`` restarts
+every agent from the last step all of them have a complete checkpoint for: later checkpoints are
+set aside and later metrics lines dropped, so every step of every agent is logged exactly once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .rundir import checkpoint_step, read_jsonl, set_aside
+
+LOCKSTEP = (
+    "seed", "data_seed", "tasks", "tasks_path", "tasks_split", "tasks_limit", "num_generations",
+    "problems_per_step", "generation_batch_size", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "steps_per_generation", "num_iterations", "max_steps",
+    "num_train_epochs", "save_steps", "save_strategy", "eval_steps", "eval_strategy",
+    "eval_tasks", "eval_tasks_path", "eval_tasks_split", "eval_tasks_limit", "label_source",
+    "label_threshold", "p_give_example", "max_input_examples", "curriculum", "curriculum_window",
+    "early_stopping_patience", "exchange_timeout_s", "output_dir", "shuffle_dataset",
+    "frozen_labels", "frozen_model", "agent_name", "agent_names")
+LAUNCH_KEYS = ("num_processes", "devices", "env")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class PairError(ValueError):
+    """A pair config that cannot run; the message names the agent or field."""
+
+
+@dataclass
+class Agent:
+    name: str
+    fields: dict
+    launch: dict = field(default_factory=dict)
+
+
+@dataclass
+class Pair:
+    output_dir: Path
+    inputs: dict          # the pair's config.yaml
+    agents: list[Agent]
+    timeout_s: float
+
+
+def is_pair_config(path) -> bool:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and "agents" in data
+
+
+def _overrides(argv: list[str]) -> dict:
+    """``--field value`` / ``--field=value`` pairs (values read as YAML scalars), applied to
+    every agent; a flag with no value is true."""
+    out, i = {}, 0
+    while i < len(argv):
+        a = argv[i]
+        if not a.startswith("--"):
+            raise PairError(f"unexpected argument {a!r}")
+        name, eq, value = a[2:].partition("=")
+        name = name.replace("-", "_")
+        if not eq:
+            if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                value = argv[i + 1]
+                i += 1
+            else:
+                value = "true"
+        out[name] = yaml.safe_load(value) if value != "" else ""
+        i += 1
+    return out
+
+
+def load_pair(config_file: str, argv: list[str]) -> Pair:
+    """Read a pair config (plus command-line overrides for every agent) into agent configs."""
+    try:
+        base = yaml.safe_load(Path(config_file).read_text()) or {}
+    except yaml.YAMLError as e:
+        raise PairError(f"--config {config_file}: not valid YAML ({str(e).splitlines()[0]})")
+    agents = base.get("agents")
+    if not isinstance(agents, list) or not agents:
+        raise PairError(f"--config {config_file}: `agents:` must list the agents")
+    over = _overrides(argv)
+    common = {k: v for k, v in base.items() if k != "agents"}
+    common.update(over)
+    out = Path(common.get("output_dir") or os.path.join(
+        "runs", time.strftime("pair-%Y%m%d-%H%M%S")))
+    names = []
+    specs = []
+    for i, a in enumerate(agents):
+        if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+            raise PairError(f"--config {config_file}: agent #{i + 1} needs a `name:`")
+        name = a["name"]
+        if not NAME.match(name) or name in names:
+            raise PairError(f"--config {config_file}: agent name {name!r} must be unique and "
+                            f"made of letters, digits, '.', '_', '-'")
+        names.append(name)
+        own = {k: v for k, v in a.items() if k not in ("name", "launch")}
+        clash = sorted(set(own) & set(LOCKSTEP))
+        if clash:
+            raise PairError(f"agent {name!r} sets {', '.join(clash)}: every agent must share it "
+                            f"(the data order, batch shape and steps stay in lockstep); set it at "
+                            f"the top level")
+        launch = dict(a.get("launch") or {})
+        bad = sorted(set(launch) - set(LAUNCH_KEYS))
+        if bad:
+            raise PairError(f"agent {name!r}: unknown launch key(s) {', '.join(bad)} (known: "
+                            f"{', '.join(LAUNCH_KEYS)})")
+        specs.append(Agent(name, {**common, **own}, launch))
+    if len(specs) < 2:
+        raise PairError(f"--config {config_file}: a pair or ring needs at least 2 agents")
+    for s in specs:
+        s.fields.update(output_dir=str(out / s.name), agent_name=s.name, agent_names=names)
+    inputs = {**base, **over, "output_dir": str(out)}
+    return Pair(out, inputs, specs, float(common.get("exchange_timeout_s", 600.0)))
+
+
+def validate(pair: Pair) -> None:
+    """Parse every agent's config as its process will (field names, values, label source)."""
+    import tempfile
+
+    from .cli import parse_train_args
+    with tempfile.TemporaryDirectory() as tmp:
+        for a in pair.agents:
+            f = Path(tmp) / f"{a.name}.yaml"
+            f.write_text(yaml.safe_dump(a.fields, sort_keys=False))
+            try:
+                parse_train_args(["--config", str(f)])
+            except (ValueError, FileNotFoundError) as e:
+                raise PairError(f"agent {a.name!r}: {str(e).splitlines()[0]}".replace(
+                    f"--config {f}: ", "")) from None
+
+
+# ---- resume -------------------------------------------------------------------------------------
+def align_checkpoints(out: Path, names: list[str]) -> int:
+    """The last step every agent has a complete checkpoint for (0: none); every later checkpoint
+    is set aside, so each agent's own resume starts from that step."""
+    steps = []
+    for n in names:
+        d = out / n
+        have = {checkpoint_step(p) for p in d.glob("checkpoint-*")} if d.is_dir() else set()
+        steps.append({s for s in have if s is not None})
+    common = set.intersection(*steps) if steps else set()
+    last = max(common, default=0)
+    for n in names:
+        later = [p for p in (out / n).glob("checkpoint-*")
+                 if (m := re.match(r"^checkpoint-(\d+)$", p.name)) and int(m.group(1)) > last]
+        for p in set_aside(sorted(later)):
+            print(f"coevo: {n}/{p.name}: beyond step {last}, the last step every agent saved; "
+                  f"set aside", file=sys.stderr)
+    return last
+
+
+# ---- launch -------------------------------------------------------------------------------------
+def _die_with_parent():
+    """In the child: receive SIGTERM when the launcher dies (even by SIGKILL)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _command(a: Agent, resume: bool) -> list[str]:
+    n = int(a.launch.get("num_processes", 1))
+    target = ["-m", "coevo_code.cli", "train"]
+    args = (["--resume", a.fields["output_dir"]] if resume
+            else ["--config", str(Path(a.fields["output_dir"]) / "config.yaml")])
+    if n > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc_per_node", str(n)] + target + args
+    return [sys.executable] + target + args
+
+
+def _last_words(log: Path) -> str:
+    try:
+        lines = [x.strip() for x in log.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return "no log"
+    for x in reversed(lines):
+        if x.startswith("coevo:") or "Error" in x:
+            return x[:300]
+    return lines[-1][:300] if lines else "empty log"
+
+
+def _steps_done(path: Path) -> int:
+    try:
+        return len(read_jsonl(path))
+    except (OSError, ValueError):
+        return 0
+
+
+def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
+    """Run every agent to the end; returns the exit code (0: all finished)."""
+    from tqdm import tqdm
+
+    from .exchange import host_store
+    from .rundir import refuse_existing_run
+
+    out = pair.output_dir
+    names = [a.name for a in pair.agents]
+    if resume:
+        step = align_checkpoints(out, names)
+        print(f"coevo: resuming {', '.join(names)} from step {step}", file=sys.stderr)
+    else:
+        for a in pair.agents:
+            refuse_existing_run(out / a.name)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(pair.inputs, sort_keys=False))
+    for a in pair.agents:
+        d = out / a.name
+        d.mkdir(exist_ok=True)
+        (d / "config.yaml").write_text(yaml.safe_dump(a.fields, sort_keys=False))
+
+    store = host_store()
+    procs: dict[str, subprocess.Popen] = {}
+    logs = {}
+    for a in pair.agents:
+        env = dict(os.environ, COEVO_EXCHANGE=f"127.0.0.1:{store.port}")
+        env.update({str(k): str(v) for k, v in (a.launch.get("env") or {}).items()})
+        if a.launch.get("devices") is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(a.launch["devices"])
+        logs[a.name] = out / a.name / "agent.log"
+        with open(logs[a.name], "a") as log:
+            procs[a.name] = subprocess.Popen(_command(a, resume), stdout=log,
+                                             stderr=subprocess.STDOUT, env=env,
+                                             preexec_fn=_die_with_parent)
+    (out / "launcher.pid").write_text(f"{os.getpid()}\n" + "".join(
+        f"{n} {p.pid}\n" for n, p in procs.items()))
+    total = pair.agents[0].fields.get("max_steps")
+    bars = {n: tqdm(total=total if isinstance(total, int) and total > 0 else None, desc=n,
+                    position=i, leave=True, unit="step", file=sys.stderr)
+            for i, n in enumerate(names)}
+    codes: dict[str, int] = {}
+    first_failure = None
+    deadline = None
+    try:
+        while len(codes) < len(procs):
+            for n, p in procs.items():
+                if n in codes:
+                    continue
+                rc = p.poll()
+                done = _steps_done(out / n / "metrics.jsonl")
+                bars[n].update(done - bars[n].n)
+                if rc is None:
+                    continue
+                codes[n] = rc
+                try:
+                    store.set(f"exit/{n}", str(rc))
+                except Exception:  # noqa: BLE001 - the store is ours; never fails in practice
+                    pass
+                if rc != 0 and first_failure is None:
+                    first_failure = n
+                    deadline = time.monotonic() + pair.timeout_s + 60
+            if deadline is not None and time.monotonic() > deadline:
+                for n, p in procs.items():
+                    if n not in codes:
+                        p.terminate()
+                deadline = None
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        for p in procs.values():
+            p.send_signal(signal.SIGINT)
+        for p in procs.values():
+            p.wait()
+        raise
+    finally:
+        for b in bars.values():
+            b.close()
+    if first_failure is None:
+        print(f"coevo: {', '.join(names)} finished; run directory {out}; curves: "
+              f"coevo report {out}", file=sys.stderr)
+        return 0
+    print(f"coevo: agent {first_failure!r} failed (exit {codes[first_failure]}): "
+          f"{_last_words(logs[first_failure])} (log: {logs[first_failure]})", file=sys.stderr)
+    for n in names:
+        if n != first_failure and codes.get(n):
+            print(f"coevo: agent {n!r} stopped (exit {codes[n]}): {_last_words(logs[n])}",
+                  file=sys.stderr)
+    return 1
