@@ -118,3 +118,38 @@ def test_self_reward_amplifies_the_lean_and_a_ring_of_three_corrects_it():
     assert np.all(final.mean(axis=1) > 0.9), final.mean(axis=1)
     with pytest.raises(ValueError, match="mode"):
         simulate(ring, "vote")
+
+
+@pytest.mark.parametrize("source", ["partner", "self_majority"])
+def test_simulation_and_trainer_give_the_same_rewards_on_a_real_matrix(source):
+    """The binary model as real programs (each prints its answer; each test expects its writer's
+    answer), run in the sandbox and scored by the trainer's ``score_joint``: the code rewards
+    equal the simulation's (``theory.code_rewards``), draw after draw."""
+    from coevo_code.execution import Executor
+    from coevo_code.tasks.model import Task, TestCase
+    from coevo_code.theory import code_rewards
+    from coevo_code.training.scoring import RewardOptions, prepare_joint, score_joint
+    task = Task(id="binary", source="t", kind="stdio", prompt="Print the answer.",
+                tests=[TestCase(input="q\n", output="1\n")])
+    options = RewardOptions(label_source=source, label_threshold=0.0)
+    rng = np.random.default_rng(5)
+    checked = 0
+    with Executor(slots=2) as ex:
+        for _ in range(10):
+            sols = (rng.random((2, 4)) < [[0.7], [0.4]]).astype(int)
+            tests = (rng.random((2, 4)) < [[0.7], [0.4]]).astype(int)
+            blocks = [([f"```python\nprint({a})\n```" for a in sols[i]],
+                       [f"**Test Input:**\n```\nq\n```\n\n**Test Output:**\n```\n{b}\n```"
+                        for b in tests[i]]) for i in range(2)]
+            n = 2 if source == "partner" else 1
+            want = code_rewards(sols[:n], tests[:n], source)
+            for me in range(n):
+                jb = prepare_joint(task, blocks[:n], me, n, options)
+                res = ex.run(jb.jobs)
+                got = score_joint(jb, res[0], None, options).code_rewards
+                if want[me] is None:
+                    assert got == [None] * 4
+                else:
+                    assert got == pytest.approx(list(want[me]))
+                    checked += 1
+    assert checked >= 5  # the others were ties (unlabelled), also checked

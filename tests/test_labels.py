@@ -1,0 +1,182 @@
+"""Label-free labels (coevo_code.labels) and the joint scoring of a pair or ring
+(training.scoring.prepare_joint / score_joint) on the real sandbox."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coevo_code import labels as L
+from coevo_code.tasks.model import Task, TestCase
+
+DOUBLE = Task(id="double", source="t", kind="stdio", prompt="Print twice the integer read.",
+              tests=[TestCase(input=f"{i}\n", output=f"{2 * i}\n") for i in (1, 5, 9)])
+ADD = Task(id="add", source="t", kind="functional", prompt="def add(a, b): ...",
+           entry_point="add", tests=[TestCase(code="assert add(1, 2) == 3"),
+                                     TestCase(code="assert add(-1, 1) == 0")])
+
+
+def code(p):
+    return f"```python\n{p}\n```"
+
+
+def io_test(inp, out):
+    return f"**Test Input:**\n```\n{inp}\n```\n\n**Test Output:**\n```\n{out}\n```"
+
+
+def py_test(line):
+    return f"```python\n{line}\n```"
+
+
+RIGHT = code("print(2 * int(input()))")
+TRIPLE = code("print(3 * int(input()))")
+CONST = code("print(7)")
+GOOD_TESTS = [io_test("2", "4"), io_test("3", "6"), io_test("10", "20"), io_test("0", "0")]
+TRIPLE_TESTS = [io_test("2", "6"), io_test("3", "9"), io_test("10", "30"), io_test("0", "0")]
+
+
+# ---- who labels whom; the vote; probes ------------------------------------------------------------
+def test_supervisors_of_each_source():
+    assert [L.supervisor("partner", i, 2) for i in range(2)] == [1, 0]
+    assert [L.supervisor("ring", i, 3) for i in range(3)] == [2, 0, 1]
+    assert [L.supervisor("self_majority", i, 3) for i in range(3)] == [0, 1, 2]
+    assert L.supervisor("frozen", 0, 1) == L.FROZEN and L.supervisor("gold", 0, 1) is None
+    with pytest.raises(ValueError, match="exactly 2 agents"):
+        L.supervisor("partner", 0, 3)
+    with pytest.raises(ValueError, match="label_source must be one of"):
+        L.supervisor("majority", 0, 2)
+    assert L.peer(0, 1) is None and L.peer(0, 2) == 1 and L.peer(0, 3) == 2
+
+
+def test_probe_code_takes_the_left_hand_side():
+    assert L.probe_code("assert add(1, 2) == 3") == "add(1, 2)"
+    assert L.probe_code("x = [1, 2]\nassert add(*x) == 3") == "x = [1, 2]\nadd(*x)"
+    assert L.probe_code("assert is_even(4)") == "is_even(4)"
+    assert L.probe_code("add(1, 2)") is None and L.probe_code("assert (") is None
+
+
+def test_vote_threshold_tie_and_accurate_tests():
+    outs = [["4"], ["4"], ["6"], ["4"]]
+    own = np.array([[1, 0], [1, 0], [0, 1], [1, 1]], dtype=bool)
+    v = L.vote(own, outs, threshold=0.5)
+    assert v.correct.tolist() == [True, True, False, True] and v.agreement == 0.75
+    assert v.accurate.tolist() == [True, False]  # test 1 fails solutions 0 and 1 of C
+    assert L.vote(own, outs, threshold=0.8) is None                          # below the threshold
+    assert L.vote(own[:2], [["4"], ["6"]]) is None                           # a tie
+    assert L.vote(np.zeros((2, 1), bool), [["a"], ["b"]], [[True], [True]]) is None  # all errored
+
+
+def _joint(blocks_sol, blocks_test, passed):
+    rows = np.repeat(np.arange(len(blocks_sol)), blocks_sol)
+    cols = np.repeat(np.arange(len(blocks_test)), blocks_test)
+    return np.asarray(passed, dtype=bool), rows, cols
+
+
+def test_agent_rewards_partner_self_and_edge_cases():
+    # agent 0: 2 solutions, 2 tests; agent 1: 3 solutions (two agree), 2 tests
+    passed, rows, cols = _joint([2, 3], [2, 2], [
+        # t0(a0) t1(a0) t0(a1) t1(a1)
+        [1, 1, 1, 0],   # a0 s0: passes partner's accurate test only
+        [0, 0, 0, 0],   # a0 s1
+        [1, 0, 1, 0],   # a1 s0 (in C)
+        [1, 0, 1, 0],   # a1 s1 (in C)
+        [0, 1, 0, 1],   # a1 s2
+    ])
+    outputs = [["a"] * 4, ["b"] * 4, ["x"] * 4, ["x"] * 4, ["y"] * 4]
+    labels = L.block_labels(passed, outputs, np.zeros((5, 4), bool), rows, cols, 2)
+    assert labels[1].correct.tolist() == [True, True, False]
+    assert labels[1].accurate.tolist() == [True, False]
+    assert labels[0] is None  # agent 0's two solutions tie
+    r0 = L.agent_rewards("partner", 0, 2, passed, labels, rows, cols)
+    assert r0.code.tolist() == [1.0, 0.0] and r0.pseudo_correct.tolist() == [True, False]
+    # my tests, run by the partner's solutions against its C = {s0, s1}: t0 passes C and fails
+    # the wrong s2 (accurate, catches it); t1 fails C
+    assert r0.test[0] > r0.test[1]
+    r1 = L.agent_rewards("partner", 1, 2, passed, labels, rows, cols)
+    assert r1.label is None and r1.code is None and r1.test is None  # agent 0 did not label
+    s1 = L.agent_rewards("self_majority", 1, 2, passed, labels, rows, cols)
+    assert s1.code.tolist() == [1.0, 1.0, 0.0]  # SRT: the majority cluster earns 1
+    with pytest.raises(ValueError, match="gold"):
+        L.agent_rewards("gold", 0, 2, passed, labels, rows, cols)
+
+
+def test_rewards_come_only_from_the_labeller_not_from_a_third_agent():
+    rng = np.random.default_rng(0)
+    passed = rng.random((9, 9)) < 0.5
+    rows = cols = np.repeat(np.arange(3), 3)
+    outputs = [[str(int(x)) for x in row] for row in passed]
+    base = L.block_labels(passed, outputs, np.zeros((9, 9), bool), rows, cols, 3)
+    r = L.agent_rewards("ring", 1, 3, passed, base, rows, cols)
+    assert r.labeller == 0
+    # agent 2 changes everything it wrote: agent 1's rewards do not move
+    p2 = passed.copy()
+    p2[6:, :] = ~p2[6:, :]
+    p2[:, 6:] = ~p2[:, 6:]
+    o2 = [[str(int(x)) for x in row] for row in p2]
+    again = L.agent_rewards("ring", 1, 3, p2, L.block_labels(p2, o2, np.zeros((9, 9), bool),
+                                                             rows, cols, 3), rows, cols)
+    for a, b in ((r.code, again.code), (r.test, again.test)):
+        assert (a is None and b is None) or np.allclose(a, b)
+
+
+# ---- joint scoring on the real sandbox ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def executor():
+    from coevo_code.execution import Executor
+    ex = Executor(slots=2)
+    yield ex
+    ex.close()
+
+
+def _score(executor, task, blocks, me, source="partner", n_agents=2, **opts):
+    from coevo_code.training.scoring import RewardOptions, prepare_joint, score_joint
+    options = RewardOptions(label_source=source, **opts)
+    jb = prepare_joint(task, blocks, me, n_agents, options)
+    results = iter(executor.run(jb.jobs))
+    main = next(results) if jb.batch.job is not None else None
+    probe = next(results) if jb.probe_job is not None else None
+    return score_joint(jb, main, probe, options)
+
+
+def test_a_planted_partner_output_changes_my_reward_and_my_own_tests_do_not(executor):
+    mine = ([RIGHT, RIGHT, TRIPLE, "no code here"], GOOD_TESTS[:3] + ["garbage"])
+    honest = ([RIGHT, RIGHT, RIGHT, CONST], GOOD_TESTS)
+    planted = ([TRIPLE, TRIPLE, TRIPLE, CONST], TRIPLE_TESTS)  # agrees on a wrong answer
+    a = _score(executor, DOUBLE, [mine, honest], 0)
+    b = _score(executor, DOUBLE, [mine, planted], 0)
+    assert a.code_rewards == [1.0, 1.0, 0.25, 0.0]   # 3 of 4 accurate partner tests catch TRIPLE
+    assert b.code_rewards == [0.25, 0.25, 1.0, 0.0]  # the partner's wrong majority is now "gold"
+    assert a.test_rewards != b.test_rewards and a.test_rewards[3] == -1.0
+    # gold metrics of my block are the same either way, and never enter the rewards
+    assert a.n_correct == b.n_correct == 2
+    assert a.pseudo_hits == (4, 4) and b.pseudo_hits == (1, 4)  # only the unparsed one agrees
+    # my own tests do not move my code rewards
+    mine2 = (mine[0], TRIPLE_TESTS)
+    assert _score(executor, DOUBLE, [mine2, honest], 0).code_rewards == a.code_rewards
+    assert a.labelled and a.vote_agreement == 0.75 and a.cells > 0
+    assert a.joint_err.tolist() == [[2, 0], [1, 1]]  # my errors (rows) x partner errors (cols)
+    assert a.label_agree[1] == 8
+
+
+def test_functional_problems_vote_on_the_probe_values(executor):
+    right = code("def add(a, b):\n    return a + b")
+    wrong = code("def add(a, b):\n    return a - b")
+    mine = ([right, wrong], [py_test("assert add(2, 2) == 4"), py_test("assert add(2, 2) == 0")])
+    partner = ([right, right, wrong], [py_test("assert add(5, 1) == 6"),
+                                       py_test("assert add(0, 3) == -3")])
+    s = _score(executor, ADD, [mine, partner], 0)
+    assert s.code_rewards == [1.0, 0.0] and s.labelled
+    assert s.test_rewards[0] > s.test_rewards[1]
+    unlabelled = _score(executor, ADD, [mine, ([right, wrong], partner[1])], 0)  # a tie
+    assert unlabelled.code_rewards == [None, None] and unlabelled.test_rewards == [None, None]
+    assert unlabelled.labelled is False
+
+
+def test_frozen_and_self_majority_sources(executor):
+    mine = ([RIGHT, TRIPLE, TRIPLE, TRIPLE], GOOD_TESTS)
+    frozen = ([RIGHT, RIGHT, RIGHT, CONST], GOOD_TESTS)
+    f = _score(executor, DOUBLE, [mine, frozen], 0, source="frozen", n_agents=1)
+    assert f.code_rewards == [1.0, 0.25, 0.25, 0.25]
+    s = _score(executor, DOUBLE, [mine], 0, source="self_majority", n_agents=1)
+    assert s.code_rewards == [0.0, 1.0, 1.0, 1.0]  # self-reward follows its own wrong majority
+    assert s.pseudo_hits == (0, 4) and s.label_agree == (0, 0)  # no peer when alone
