@@ -66,6 +66,7 @@ class CoevoReward:
     phase times and which local rows got no reward."""
 
     __name__ = "coevo"
+    KEEP_CALLS = 4  # how many recent calls ``calls`` keeps (tests raise it)
 
     def __init__(self, tasks: dict[str, Sequence[Task]], options: RewardOptions,
                  executor_options: dict | None = None, local_batch: dict[str, int] | None = None,
@@ -81,7 +82,7 @@ class CoevoReward:
         self.accelerator = None
         self._executor = None
         self.last: dict = {}
-        self.calls: deque = deque(maxlen=4)  # recent (split, local rows, rewards), for inspection
+        self.calls: deque = deque(maxlen=self.KEEP_CALLS)  # recent (split, rows, rewards)
         self.eval_scores: list[ProblemScore] = []
         self.exchange = exchange
         self.agent_index, self.n_agents = agent_index, n_agents
