@@ -174,6 +174,11 @@ def test_ring_of_three_through_the_command(tmp_path):
         assert [x["step"] for x in lines] == [1, 2, 3]
         assert (run / name / "final" / "config.json").exists()
     assert json.loads((run / "llama" / "final" / "config.json").read_text())["model_type"] == "llama"
+    rep = subprocess.run([sys.executable, "-m", "coevo_code.cli", "report", str(run)], env=ENV,
+                         capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    for f in ("pair.png", "cross_bon.png", "qwen/accuracy.png", "qwen-b/rewards.png"):
+        assert (run / f).stat().st_size > 5000, f
 
 
 def test_pair_resume_after_sigkill_of_the_launcher_logs_every_step_once(tmp_path):

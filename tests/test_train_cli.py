@@ -86,10 +86,24 @@ def test_recipes_parse_and_batch_math(recipe, tmp_path):
     per optimiser step on the GPUs it says it needs (bf16 is switched off only because this
     machine has no GPU)."""
     from coevo_code.training.cli import parse_train_args
-    a = parse_train_args(["--config", str(recipe), "--output_dir", str(tmp_path), "--bf16",
-                          "false"])
     raw = yaml.safe_load(recipe.read_text())
     text = recipe.read_text()
+    if "agents" in raw:  # a pair or ring: every agent's config, on its own processes
+        from coevo_code.training.pair import load_pair, validate
+        pair = load_pair(str(recipe), ["--output_dir", str(tmp_path), "--bf16", "false"])
+        validate(pair)
+        for agent in pair.agents:
+            f = tmp_path / f"{agent.name}.yaml"
+            f.write_text(yaml.safe_dump(agent.fields))
+            c = parse_train_args(["--config", str(f)]).config
+            gpus = int(agent.launch.get("num_processes", 1))
+            assert (c.per_device_train_batch_size * gpus * c.gradient_accumulation_steps
+                    == c.generation_batch_size == c.problems_per_step * 2 * c.num_generations)
+            assert c.agent_names == [x.name for x in pair.agents]
+        assert "cpu" in recipe.name or "Needs:" in text
+        return
+    a = parse_train_args(["--config", str(recipe), "--output_dir", str(tmp_path), "--bf16",
+                          "false"])
     gpus = 8 if "--num_processes 8" in text else 1
     assert a.model.model_name_or_path == raw["model_name_or_path"]
     assert (raw["per_device_train_batch_size"] * gpus * raw["gradient_accumulation_steps"]

@@ -2,8 +2,9 @@
 
 A pair config is a training config with an ``agents:`` list. Top-level fields are shared; each
 agent has a ``name``, its own fields (its model, learning rate, ``problem_field``, ...) and an
-optional ``launch:`` block (``num_processes``: processes of its own ``torchrun`` world;
-``devices``: its ``CUDA_VISIBLE_DEVICES``; ``env``: extra environment variables)::
+optional ``launch:`` block (``num_processes``: processes of its own world, started by
+``torchrun``, or by ``accelerate launch`` with ``accelerate_config`` (DeepSpeed, FSDP) on a port of
+its own; ``devices``: its ``CUDA_VISIBLE_DEVICES``; ``env``: extra environment variables)::
 
     label_source: partner
     tasks: bundled
@@ -53,7 +54,7 @@ LOCKSTEP = (
     "label_threshold", "p_give_example", "max_input_examples", "curriculum", "curriculum_window",
     "early_stopping_patience", "exchange_timeout_s", "output_dir", "shuffle_dataset",
     "frozen_labels", "frozen_model", "agent_name", "agent_names")
-LAUNCH_KEYS = ("num_processes", "devices", "env")
+LAUNCH_KEYS = ("num_processes", "devices", "env", "accelerate_config")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -194,11 +195,22 @@ def _die_with_parent():
         pass
 
 
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _command(a: Agent, resume: bool) -> list[str]:
     n = int(a.launch.get("num_processes", 1))
     target = ["-m", "coevo_code.cli", "train"]
     args = (["--resume", a.fields["output_dir"]] if resume
             else ["--config", str(Path(a.fields["output_dir"]) / "config.yaml")])
+    if a.launch.get("accelerate_config"):
+        return [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                str(a.launch["accelerate_config"]), "--num_processes", str(n),
+                "--main_process_port", str(_free_port())] + target + args
     if n > 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc_per_node", str(n)] + target + args

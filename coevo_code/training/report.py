@@ -1,4 +1,10 @@
-"""``coevo report RUN_DIR``: the training curves of a run as PNG files in its directory."""
+"""``coevo report RUN_DIR``: the training curves of a run as PNG files in its directory.
+
+For a pair or ring (a directory whose ``config.yaml`` lists ``agents``) each agent's curves go into
+its subfolder, and the run directory gets the cross-agent views: ``pair.png`` (per agent: gold code
+accuracy, pseudo-label accuracy, label agreement with the peer, Cohen's kappa of the errors, code
+reward std (collapse shows as it going to zero), share of problems labelled) and
+``cross_bon.png`` (best-of-N of each agent's solutions ranked by each agent's tests)."""
 
 from __future__ import annotations
 
@@ -35,9 +41,31 @@ def _series(lines, key):
     return xs, ys
 
 
+PAIR_PANELS = (("code_acc", "code accuracy (gold, logged only)"),
+               ("pseudo_label_acc", "pseudo-label accuracy (vs gold)"),
+               ("agreement", "label agreement with the peer"),
+               ("kappa", "Cohen's kappa of errors (with the peer)"),
+               ("reward_code_std", "code reward std (collapse -> 0)"),
+               ("labelled", "problems labelled"))
+
+
+def _agents(run_dir: Path) -> list[str]:
+    import yaml
+    try:
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return []
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("agents"), list):
+        return []
+    return [a["name"] for a in cfg["agents"] if isinstance(a, dict) and "name" in a]
+
+
 def draw_report(run_dir: Path) -> list[Path]:
     """Draw the curves; returns the PNG paths."""
     run_dir = Path(run_dir)
+    agents = _agents(run_dir)
+    if agents:
+        return draw_pair_report(run_dir, agents)
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         raise ReportError(f"{run_dir}: no metrics.jsonl (not a coevo run directory?)")
@@ -87,4 +115,61 @@ def draw_report(run_dir: Path) -> list[Path]:
     ax.set(title="Time per step by phase", xlabel="step", ylabel="seconds")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     out.append(save(fig, run_dir / "phases.png"))
+    return out
+
+
+def draw_pair_report(run_dir: Path, agents: list[str]) -> list[Path]:
+    """Every agent's own report, then the cross-agent panels in the run directory."""
+    import numpy as np
+    from matplotlib.ticker import MaxNLocator
+
+    from ..plots import pyplot, save
+    out, lines = [], {}
+    for name in agents:
+        out += draw_report(run_dir / name)
+        lines[name] = [x for x in read_jsonl(run_dir / name / "metrics.jsonl")
+                       if isinstance(x.get("step"), int)]
+    plt = pyplot()
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7), squeeze=False)
+    for ax, (key, title) in zip(axes.ravel(), PAIR_PANELS):
+        drawn = 0
+        for name in agents:
+            xs, ys = _series(lines[name], key)
+            if xs:
+                ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, ms=3, label=name)
+                drawn += 1
+        if not drawn:
+            ax.text(0.5, 0.5, "undefined so far\n(nothing labelled, or no gold)", ha="center",
+                    va="center", transform=ax.transAxes, color="gray", fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylim(-1.02 if key == "kappa" else -0.02, 1.02)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if drawn:
+            ax.legend(fontsize=7)
+    fig.suptitle(f"{' x '.join(agents)}: labels and errors across agents")
+    out.append(save(fig, run_dir / "pair.png", legend=False))
+
+    mats = [np.array(x["cross_bon"], dtype=float) for x in lines[agents[0]]
+            if isinstance(x.get("cross_bon"), list)]
+    fig, ax = plt.subplots(figsize=(4.8, 4))
+    if mats:
+        stack = np.stack(mats)  # JSON nulls read as NaN
+        with np.errstate(all="ignore"):
+            mean = np.nanmean(stack, axis=0)
+        im = ax.imshow(mean, vmin=0, vmax=1, cmap="viridis")
+        for i in range(mean.shape[0]):
+            for j in range(mean.shape[1]):
+                v = mean[i, j]
+                ax.text(j, i, "-" if np.isnan(v) else f"{v:.2f}", ha="center", va="center",
+                        color="k" if not np.isnan(v) and v > 0.6 else "w")
+        fig.colorbar(im, ax=ax)
+    else:
+        ax.text(0.5, 0.5, "no gold tests: undefined", ha="center", va="center",
+                transform=ax.transAxes, color="gray")
+    ax.set_xticks(range(len(agents)), agents)
+    ax.set_yticks(range(len(agents)), agents)
+    ax.set(title="Best-of-N: solutions (rows) ranked by tests (cols)", xlabel="tests of",
+           ylabel="solutions of")
+    out.append(save(fig, run_dir / "cross_bon.png", legend=False))
     return out
