@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from training_helpers import (GARBAGE, bundled, test_text, tiny_config,  # noqa: E402
+from training_helpers import (GARBAGE, bundled, gold_test_text, tiny_config,  # noqa: E402
                               wrong_program, wrong_test)
 
 PLANTER, PLANT_STEP = "llama", 2  # llama's generation at global step 2 (the 3rd step)
@@ -27,9 +27,9 @@ def plan(agent, task, role, j, step):
         return ([ref, ref, ref, bad] if agent == PLANTER else [ref, ref, bad, GARBAGE])[j % 4]
     ts = task.tests
     if agent == PLANTER:
-        return [test_text(task, ts[0]), test_text(task, ts[-1]), test_text(task, ts[1 % len(ts)]),
+        return [gold_test_text(task, ts[0]), gold_test_text(task, ts[-1]), gold_test_text(task, ts[1 % len(ts)]),
                 wrong_test(task)][j % 4]
-    return [test_text(task, ts[-1]), wrong_test(task), GARBAGE, test_text(task, ts[0])][j % 4]
+    return [gold_test_text(task, ts[-1]), wrong_test(task), GARBAGE, gold_test_text(task, ts[0])][j % 4]
 
 
 def rollout_for(agent, tasks, k):

@@ -34,7 +34,7 @@ def wrong_program(task) -> str:
     return "print('wrong')\n"
 
 
-def test_text(task, case) -> str:
+def gold_test_text(task, case) -> str:
     if case.code is not None:
         return f"```python\n{case.code}\n```"
     return f"**Test Input:**\n```\n{case.input}```\n\n**Test Output:**\n```\n{case.output}```"
@@ -60,8 +60,8 @@ def plan(task, index, role, j, variant=0):
             [f"```python\n{task.references[0]}```", f"```python\n{wrong_program(task)}```",
              GARBAGE][variant % 3], GARBAGE]
         return choice[j % 4]
-    return [test_text(task, task.tests[-1]), wrong_test(task), GARBAGE,
-            test_text(task, task.tests[0])][j % 4]
+    return [gold_test_text(task, task.tests[-1]), wrong_test(task), GARBAGE,
+            gold_test_text(task, task.tests[0])][j % 4]
 
 
 def scripted_rollout(tasks, k, random_variant=False):

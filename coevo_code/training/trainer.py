@@ -216,8 +216,8 @@ class CoevoTrainer(GRPOTrainer):
             self.best["evals_since"] += 1
         if a.early_stopping_patience and self.best["evals_since"] >= a.early_stopping_patience:
             self.coevo_reward.stop_requested = True
-            if self.coevo_reward.n_agents <= 1:
-                self.coevo_reward.stop_all = True
+            if self.coevo_reward.n_agents <= 1:  # alone: stop now (a pair: after the next step)
+                self.control.should_training_stop = True
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
         self.coevo_reward.eval_scores = []
