@@ -40,10 +40,11 @@ def rollout_for(agent, tasks, k):
     def rollout(prompts, trainer):
         tok = trainer.processing_class
         step = trainer.state.global_step
+        offset = trainer.accelerator.process_index * len(prompts)  # position in the whole batch
         prompt_ids, completion_ids = [], []
         for i, p in enumerate(prompts):
             ti, role = lookup[p[-1]["content"]]
-            text = plan(agent, tasks[ti], role, i % k, step)
+            text = plan(agent, tasks[ti], role, (offset + i) % k, step)
             enc = tok.apply_chat_template(p, add_generation_prompt=True, tokenize=True,
                                           return_dict=True)
             prompt_ids.append(list(enc["input_ids"]))
@@ -62,14 +63,18 @@ def main(out, agent, names, source, model, steps):
     torch.set_num_threads(1)
     CoevoReward.KEEP_CALLS = 1000
     tasks = bundled()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
     cfg = tiny_config(os.path.join(out, agent), max_steps=steps, problems_per_step=4,
-                      per_device_train_batch_size=32, label_source=source, agent_name=agent,
+                      per_device_train_batch_size=32 // world, label_source=source,
+                      agent_name=agent,
                       agent_names=names, exchange_timeout_s=120, exec_slots=1)
     res = train(cfg, ModelConfig(model_name_or_path=model), tasks=tasks,
                 rollout_func=rollout_for(agent, tasks, 4))
     calls = [{"rows": rows, "rewards": rewards}
              for mode, rows, rewards in res.trainer.coevo_reward.calls if mode == "train"]
-    with open(os.path.join(out, f"{agent}.calls.json"), "w") as f:
+    name = f"{agent}.calls.json" if rank == 0 else f"{agent}.rank{rank}.calls.json"
+    with open(os.path.join(out, name), "w") as f:
         json.dump({"steps": res.global_step, "calls": calls,
                    "tasks": [t.id for t in tasks]}, f)
 

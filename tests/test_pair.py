@@ -23,20 +23,35 @@ PAIR_YAML = ROOT / "configs" / "pair-tiny-cpu.yaml"
 ENV = dict(os.environ, OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1")
 
 
-def _scripted(tmp_path, agents, source, steps):
-    """Run the scripted agents (name, model) as separate processes around one store."""
+def _scripted(tmp_path, agents, source, steps, processes=None):
+    """Run the scripted agents (name, model) as separate processes around one store; an agent
+    given 2 ``processes`` runs under torchrun (CPU, gloo), its ranks' rows merged in order."""
     from coevo_code.training.exchange import host_store
     store = host_store()
     env = dict(ENV, COEVO_EXCHANGE=f"127.0.0.1:{store.port}")
     names = ",".join(a for a, _ in agents)
-    procs = [subprocess.Popen([sys.executable, str(SCRIPT), str(tmp_path), name, names, source,
-                               model, str(steps)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for name, model in agents]
+    processes = processes or {}
+    procs = []
+    for name, model in agents:
+        n = processes.get(name, 1)
+        head = ([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                 "--nproc_per_node", str(n)] if n > 1 else [sys.executable])
+        procs.append(subprocess.Popen(head + [str(SCRIPT), str(tmp_path), name, names, source,
+                                              model, str(steps)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=600)[0] for p in procs]
     for (name, _), p, out in zip(agents, procs, outs):
         assert p.returncode == 0, f"{name}:\n{out[-3000:]}"
-    return {name: json.loads((tmp_path / f"{name}.calls.json").read_text())
-            for name, _ in agents}
+    got = {}
+    for name, _ in agents:
+        rec = json.loads((tmp_path / f"{name}.calls.json").read_text())
+        for r in range(1, processes.get(name, 1)):
+            other = json.loads((tmp_path / f"{name}.rank{r}.calls.json").read_text())
+            for mine, theirs in zip(rec["calls"], other["calls"]):
+                mine["rows"] += theirs["rows"]
+                mine["rewards"] += theirs["rewards"]
+        got[name] = rec
+    return got
 
 
 def _groups(call):
@@ -60,8 +75,13 @@ def _stdio(tasks_ids, ti):
     return next(t for t in load_tasks("bundled") if t.id == tasks_ids[ti]).kind == "stdio"
 
 
-def test_scripted_pair_lockstep_across_epochs_and_rewards_from_the_partner(tmp_path):
-    got = _scripted(tmp_path, [("qwen", "tiny"), ("llama", "tiny-llama")], "partner", 8)
+@pytest.mark.parametrize("qwen_processes", [1, 2])
+def test_scripted_pair_lockstep_across_epochs_and_rewards_from_the_partner(tmp_path,
+                                                                           qwen_processes):
+    # with 2: qwen trains on two processes of its own (torchrun); its main process swaps and
+    # scores the gathered batch, and each process takes its rows back
+    got = _scripted(tmp_path, [("qwen", "tiny"), ("llama", "tiny-llama")], "partner", 8,
+                    {"qwen": qwen_processes})
     q, l = got["qwen"], got["llama"]
     assert q["steps"] == l["steps"] == 8 and len(q["calls"]) == len(l["calls"]) == 8
     # lockstep: the same problems, in the same order, at every step; 32 visits of 26 problems
@@ -215,14 +235,15 @@ def test_pair_resume_after_sigkill_of_the_launcher_logs_every_step_once(tmp_path
 def test_bad_pair_configs_are_named(tmp_path):
     from coevo_code.training.pair import PairError, load_pair, validate
     base = PAIR_YAML.read_text()
-    cases = {
-        "  - name: llama\n    model_name_or_path: tiny-llama\n":
-            "  - name: llama\n    model_name_or_path: tiny-llama\n    max_steps: 3\n",
-        "label_source: partner": "label_source: parter",
-        "  - name: llama": "  - name: qwen",
-    }
-    needles = ["agent 'llama' sets max_steps", "label_source", "must be unique"]
-    for (old, new), needle in zip(cases.items(), needles):
+    llama = "  - name: llama\n    model_name_or_path: tiny-llama\n"
+    cases = [
+        (llama, llama + "    max_steps: 3\n", "agent 'llama' sets max_steps"),
+        (llama, llama + "    per_device_train_batch_size: 16\n", "same rows per optimiser step"),
+        (llama, llama + "    launch: {gpus: 2}\n", "unknown launch key"),
+        ("label_source: partner", "label_source: parter", "label_source"),
+        ("  - name: llama", "  - name: qwen", "must be unique"),
+    ]
+    for old, new, needle in cases:
         f = tmp_path / "bad.yaml"
         f.write_text(base.replace(old, new))
         with pytest.raises(PairError, match=needle):
@@ -230,3 +251,19 @@ def test_bad_pair_configs_are_named(tmp_path):
     p = subprocess.run([sys.executable, "-m", "coevo_code.cli", "train", "--config", str(f)],
                        env=ENV, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "must be unique" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_early_stopping_in_a_pair_stops_both_agents_after_the_same_step(tmp_path):
+    run = tmp_path / "pair"
+    p = _coevo("--config", str(PAIR_YAML), "--output_dir", str(run), "--max_steps", "10",
+               "--eval_tasks", "bundled", "--eval_tasks_limit", "2", "--eval_steps", "1",
+               "--per_device_eval_batch_size", "8", "--early_stopping_patience", "1",
+               "--keep_best")
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    # the random models never beat their first eval: llama's and qwen's second eval (step 2)
+    # asks to stop; the request rides on step 3's exchange and both stop after step 3
+    for name in ("qwen", "llama"):
+        lines = [json.loads(x) for x in (run / name / "metrics.jsonl").read_text().splitlines()]
+        assert [x["step"] for x in lines] == [1, 2, 3], name
+        assert json.loads((run / name / "best" / "best.json").read_text())["step"] == 1

@@ -24,7 +24,9 @@ the store, so that the others stop at once with an error naming it (a stalled ag
 ``exchange_timeout_s``). Agents die with the launcher (``PR_SET_PDEATHSIG``).
 
 Fields that decide the data order, the batch shape and the steps (:data:`LOCKSTEP`) must be the
-same for every agent, so they are set at the top level only. ``coevo train --resume DIR`` restarts
+same for every agent, so they are set at the top level only. An agent may split its batch its own
+way (``per_device_train_batch_size``, ``gradient_accumulation_steps``, processes) as long as every
+agent's optimiser step takes the same rows (checked before anything starts). ``coevo train --resume DIR`` restarts
 every agent from the last step all of them have a complete checkpoint for: later checkpoints are
 set aside and later metrics lines dropped, so every step of every agent is logged exactly once.
 """
@@ -47,8 +49,7 @@ from .rundir import checkpoint_step, read_jsonl, set_aside
 
 LOCKSTEP = (
     "seed", "data_seed", "tasks", "tasks_path", "tasks_split", "tasks_limit", "num_generations",
-    "problems_per_step", "generation_batch_size", "per_device_train_batch_size",
-    "gradient_accumulation_steps", "steps_per_generation", "num_iterations", "max_steps",
+    "problems_per_step", "generation_batch_size", "num_iterations", "max_steps",
     "num_train_epochs", "save_steps", "save_strategy", "eval_steps", "eval_strategy",
     "eval_tasks", "eval_tasks_path", "eval_tasks_split", "eval_tasks_limit", "label_source",
     "label_threshold", "p_give_example", "max_input_examples", "curriculum", "curriculum_window",
@@ -155,15 +156,24 @@ def validate(pair: Pair) -> None:
     import tempfile
 
     from .cli import parse_train_args
+    rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for a in pair.agents:
             f = Path(tmp) / f"{a.name}.yaml"
             f.write_text(yaml.safe_dump(a.fields, sort_keys=False))
             try:
-                parse_train_args(["--config", str(f)])
+                c = parse_train_args(["--config", str(f)]).config
             except (ValueError, FileNotFoundError) as e:
                 raise PairError(f"agent {a.name!r}: {str(e).splitlines()[0]}".replace(
                     f"--config {f}: ", "")) from None
+            n = int(a.launch.get("num_processes", 1))
+            rows[a.name] = (c.per_device_train_batch_size * n * c.gradient_accumulation_steps,
+                            f"{c.per_device_train_batch_size} x {n} process(es) x "
+                            f"{c.gradient_accumulation_steps}")
+    if len({r for r, _ in rows.values()}) > 1:
+        raise PairError("agents must take the same rows per optimiser step (per_device_train_"
+                        "batch_size x processes x gradient_accumulation_steps): " + ", ".join(
+                            f"{n} {r} ({how})" for n, (r, how) in rows.items()))
 
 
 # ---- resume -------------------------------------------------------------------------------------
