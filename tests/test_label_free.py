@@ -155,3 +155,17 @@ def test_reward_refuses_agents_out_of_step():
     with pytest.raises(RuntimeError, match="agents out of step at train/step-0/call-0"):
         r(completions=["x"] * 4, role=[x[1] for x in rows], task_index=[x[0] for x in rows],
           split=["train"] * 4)
+
+
+def test_without_gold_tests_the_gold_metrics_are_null_and_training_runs(tmp_path):
+    import dataclasses
+    tasks = bundled(4)
+    unlabelled = [dataclasses.replace(t, tests=[]) for t in tasks]  # the data has no gold
+    cfg = tiny_config(tmp_path / "run", max_steps=1, problems_per_step=2,
+                      per_device_train_batch_size=16, label_source="self_majority")
+    res = train(cfg, tasks=unlabelled, rollout_func=scripted_rollout(tasks, 4))
+    line = _lines(tmp_path / "run" / "metrics.jsonl")[0]
+    for key in ("code_acc", "bon_acc", "pseudo_label_acc", "ut_acc"):
+        assert line[key] is None, key
+    assert line["labelled"] > 0 and line["reward_code_mean"] is not None
+    assert line["time_exchange"] is not None and res.global_step == 1

@@ -34,7 +34,7 @@ def host_store():
 
 class Exchange:
     def __init__(self, address: str, agent: str, agents: list[str], timeout_s: float = 600.0,
-                 poll_s: float = 0.2):
+                 poll_s: float = 1.0, connect_timeout_s: float = 30.0):
         from torch.distributed import TCPStore
         if agent not in agents:
             raise ValueError(f"agent {agent!r} is not one of {agents}")
@@ -43,7 +43,8 @@ class Exchange:
         self.timeout_s, self.poll_s = float(timeout_s), poll_s
         try:
             self.store = TCPStore(host or "127.0.0.1", int(port), is_master=False,
-                                  wait_for_workers=False, timeout=timedelta(seconds=30))
+                                  wait_for_workers=False,
+                                  timeout=timedelta(seconds=connect_timeout_s))
         except Exception as e:  # noqa: BLE001 - torch raises several kinds
             raise PartnerError(f"cannot reach the pair launcher's exchange at {address} "
                                f"({type(e).__name__}: {e})") from None
@@ -78,10 +79,18 @@ class Exchange:
         return out
 
     def _wait(self, k: str, other: str, key: str) -> bytes:
+        """Block on the key (no polling delay once it lands), looking up every ``poll_s`` whether
+        the other agent exited, and giving up after ``timeout_s``."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             if self._call(self.store.check, [k]):
                 return self._call(self.store.get, k)
+            left = deadline - time.monotonic()
+            try:
+                self.store.wait([k], timedelta(seconds=max(0.01, min(self.poll_s, left))))
+                continue
+            except Exception:  # noqa: BLE001 - a wait timeout; a dead store shows just below
+                pass
             if self._call(self.store.check, [f"exit/{other}"]):
                 code = self._call(self.store.get, f"exit/{other}").decode()
                 why = "finished" if code == "0" else f"exited with code {code}"
@@ -91,4 +100,3 @@ class Exchange:
                 raise PartnerError(f"agent {other!r} sent nothing for {key} within "
                                    f"{self.timeout_s:g} s (exchange_timeout_s): it died or "
                                    f"stalled; this agent ({self.agent!r}) stops")
-            time.sleep(self.poll_s)

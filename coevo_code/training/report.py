@@ -24,7 +24,8 @@ PANELS = {
                                                           ("parse_fail_test", "test")]),
 }
 PHASES = (("time_generation", "generation"), ("time_execution", "execution"),
-          ("time_rewards", "rewards"), ("time_update", "update"))
+          ("time_rewards", "rewards"), ("time_exchange", "waiting for other agents"),
+          ("time_update", "update"))
 
 
 class ReportError(ValueError):

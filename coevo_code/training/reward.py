@@ -159,7 +159,7 @@ class CoevoReward:
                     f"another process could not score its batch: {errors[0]}")
             scores = gather_object(scores)
             phases = {k: max(gather_object([v])) for k, v in phases.items()}
-        phases = {k: v for k, v in phases.items() if k in ("execution", "rewards")}
+        phases = {k: v for k, v in phases.items() if k in ("execution", "rewards", "exchange")}
         metrics = batch_metrics(scores, phases["execution"])
         if mode == "eval":
             self.eval_scores.extend(scores)
@@ -261,7 +261,9 @@ class CoevoReward:
                    "test": [[items[p][2] for p in groups[ti][TEST]] for ti in order],
                    "curriculum": self.curriculum.snapshot(), "stop": self.stop_requested}
         key = f"{mode}/step-{self._step}/call-{call}"
+        tx = time.perf_counter()
         payloads = self.exchange.swap(key, payload) if self.exchange is not None else [payload]
+        waited = time.perf_counter() - tx
         names = self.exchange.agents if self.exchange is not None else ["this agent"]
         for name, got in zip(names, payloads):
             if got["problems"] != payload["problems"]:
@@ -300,5 +302,7 @@ class CoevoReward:
             if s.pass_estimate is not None:
                 self.curriculum.pending[ti] = s.pass_estimate
         extra = {"curriculum": {str(k): v for k, v in self.curriculum.estimates.items()},
-                 "stop_all": self.stop_all}
-        return self._place(items, scores, [groups[ti] for ti in order], t0, t1, t2, extra)
+                 "stop_all": self.stop_all, "exchange": waited}
+        out = self._place(items, scores, [groups[ti] for ti in order], t0, t1, t2, extra)
+        out[2]["rewards"] -= waited  # the swap is its own phase
+        return out

@@ -22,7 +22,7 @@ from .scoring import MATRIX_KEYS, METRIC_KEYS, batch_metrics
 PHASES = ("generation", "execution", "rewards", "update")
 TRL_KEYS = ("loss", "grad_norm", "learning_rate", "entropy", "kl")
 STEP_KEYS = (("step", "epoch", "generation", "wall_s") + METRIC_KEYS
-             + tuple(f"time_{p}" for p in PHASES) + ("time_step",) + TRL_KEYS
+             + tuple(f"time_{p}" for p in PHASES) + ("time_exchange", "time_step") + TRL_KEYS
              + ("curriculum_skipped",) + MATRIX_KEYS)
 EVAL_KEYS = ("step",) + METRIC_KEYS
 STATE_FILE = "coevo_state.json"  # in each checkpoint: curriculum estimates, early-stopping record
@@ -136,7 +136,7 @@ class CoevoTrainer(GRPOTrainer):
                              "tokens": mask.sum(dim=1).tolist()})  # local rows, for inspection
         if self.model.training:
             self._generations += 1
-            for p in ("execution", "rewards"):
+            for p in ("execution", "rewards", "exchange"):
                 self._phase[p] += last.get("phases", {}).get(p, 0.0)
             self._last_gen = dict(last.get("metrics", {}))
         return out
@@ -152,7 +152,7 @@ class CoevoTrainer(GRPOTrainer):
     def _on_step_end(self, state) -> None:
         self._flush()
         total = self._step_time
-        phases = {f"time_{p}": self._phase.get(p, 0.0) for p in PHASES[:3]}
+        phases = {f"time_{p}": self._phase.get(p, 0.0) for p in PHASES[:3] + ("exchange",)}
         phases["time_update"] = max(0.0, total - sum(phases.values()))
         self._pending = {"step": state.global_step, "epoch": state.epoch,
                          "generation": self._generations, "wall_s": time.time() - self._t0,
