@@ -267,3 +267,18 @@ def test_early_stopping_in_a_pair_stops_both_agents_after_the_same_step(tmp_path
         lines = [json.loads(x) for x in (run / name / "metrics.jsonl").read_text().splitlines()]
         assert [x["step"] for x in lines] == [1, 2, 3], name
         assert json.loads((run / name / "best" / "best.json").read_text())["step"] == 1
+
+
+def test_curriculum_in_a_pair_keeps_both_agents_on_the_same_problems(tmp_path):
+    # the random models' votes find no cluster (estimate 0, below the window): once seen, a
+    # problem is passed over; both agents follow the first agent's estimates, so they skip alike
+    # (a divergence would stop the run with "agents out of step")
+    run = tmp_path / "pair"
+    p = _coevo("--config", str(PAIR_YAML), "--output_dir", str(run), "--curriculum")
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    skipped = {}
+    for name in ("qwen", "llama"):
+        lines = [json.loads(x) for x in (run / name / "metrics.jsonl").read_text().splitlines()]
+        skipped[name] = [x["curriculum_skipped"] for x in lines]
+    assert skipped["qwen"] == skipped["llama"] and skipped["qwen"][-1] > 0

@@ -170,6 +170,11 @@ def validate(pair: Pair) -> None:
             rows[a.name] = (c.per_device_train_batch_size * n * c.gradient_accumulation_steps,
                             f"{c.per_device_train_batch_size} x {n} process(es) x "
                             f"{c.gradient_accumulation_steps}")
+    layouts = {how for _, how in rows.values()}
+    if pair.agents[0].fields.get("curriculum") and len(layouts) > 1:
+        raise PairError("with the curriculum on, every agent must split its batch the same way "
+                        "(its samplers read the shared estimates at the same moments): " +
+                        ", ".join(f"{n} {how}" for n, (_, how) in rows.items()))
     if len({r for r, _ in rows.values()}) > 1:
         raise PairError("agents must take the same rows per optimiser step (per_device_train_"
                         "batch_size x processes x gradient_accumulation_steps): " + ", ".join(

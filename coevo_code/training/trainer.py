@@ -186,8 +186,11 @@ class CoevoTrainer(GRPOTrainer):
         if self.is_world_process_zero():
             ckpt = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
             if ckpt.is_dir():
-                (ckpt / STATE_FILE).write_text(json.dumps({
-                    "curriculum": self.coevo_reward.curriculum.snapshot(), "best": self.best}))
+                # the estimates every agent shares (adopted from the first agent's payload), not
+                # this agent's own pending ones: resumed agents then sample alike
+                shared = {str(k): v for k, v in self.coevo_reward.curriculum.estimates.items()}
+                (ckpt / STATE_FILE).write_text(json.dumps({"curriculum": shared,
+                                                           "best": self.best}))
         return out
 
     def load_coevo_state(self, checkpoint: Path) -> None:
