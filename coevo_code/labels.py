@@ -46,7 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rewards import accurate_tests, cure_test_rewards, execution_majority
+from .rewards import (accurate_tests, cure_test_rewards, execution_majority,
+                      pseudo_gold_code_rewards)
 
 SOURCES = ("gold", "partner", "ring", "self_majority", "frozen")
 FROZEN = -1  # the labeller index of the frozen source (its block is the last)
@@ -128,14 +129,9 @@ def judge(label: PseudoLabel | None, vs_labeller_tests, all_passed: bool = False
     """Code rewards of some solutions from a label: the share of the labeller's accurate tests
     each passes (``all_passed``: 1.0 if it passes every one). None without a label or without an
     accurate test."""
-    if label is None or not label.accurate.any():
+    if label is None:
         return None
-    p = np.asarray(vs_labeller_tests, dtype=bool)
-    if p.ndim != 2 or p.shape[1] != label.accurate.shape[0]:
-        raise ValueError(f"solutions x labeller tests has shape {p.shape}, the label has "
-                         f"{label.accurate.shape[0]} tests")
-    sub = p[:, label.accurate]
-    return sub.all(axis=1).astype(float) if all_passed else sub.mean(axis=1)
+    return pseudo_gold_code_rewards(vs_labeller_tests, label.accurate, all_passed)
 
 
 @dataclass

@@ -255,10 +255,20 @@ def partner_rewards(mine_vs_partner_tests, partner_vs_my_tests, partner_correct,
     code_rewards = None
     if partner_tests_vs_partner is not None and partner_correct.any():
         accurate = accurate_tests(partner_tests_vs_partner, partner_correct)
-        mine = _bool2d(mine_vs_partner_tests, "mine_vs_partner_tests")
-        if mine.shape[1] != accurate.shape[0]:
-            raise ValueError("mine_vs_partner_tests and partner_tests_vs_partner disagree on the "
-                             "number of partner tests")
-        if accurate.any():
-            code_rewards = mine[:, accurate].mean(axis=1)
+        code_rewards = pseudo_gold_code_rewards(mine_vs_partner_tests, accurate)
     return code_rewards, test_rewards
+
+
+def pseudo_gold_code_rewards(passed, accurate, all_passed: bool = False):
+    """CURE's code reward with a labeller's accurate tests as the gold ones: the share of the
+    ``accurate`` columns of ``passed`` (solutions x the labeller's tests) each solution passes
+    (``all_passed``: 1.0 if it passes every one). None when no test is accurate."""
+    p = _bool2d(passed, "passed")
+    accurate = np.asarray(accurate, dtype=bool)
+    if p.shape[1] != accurate.shape[0]:
+        raise ValueError(f"solutions x labeller tests has shape {p.shape}, but "
+                         f"{accurate.shape[0]} tests are marked accurate or not")
+    if not accurate.any():
+        return None
+    sub = p[:, accurate]
+    return sub.all(axis=1).astype(float) if all_passed else sub.mean(axis=1)
