@@ -9,8 +9,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from training_helpers import (GARBAGE, bundled, gold_test_text, tiny_config,  # noqa: E402
-                              wrong_program, wrong_test)
+from training_helpers import (GARBAGE, bundled, gold_test_text, scripted_rollout,  # noqa: E402
+                              tiny_config, wrong_program, wrong_test)
 
 PLANTER, PLANT_STEP = "llama", 2  # llama's generation at global step 2 (the 3rd step)
 
@@ -33,25 +33,9 @@ def plan(agent, task, role, j, step):
 
 
 def rollout_for(agent, tasks, k):
-    from coevo_code.training.data import paired_rows
-    lookup = {row["prompt"][-1]["content"]: (row["task_index"], row["role"])
-              for row in paired_rows(tasks, "train", 1)}
-
-    def rollout(prompts, trainer):
-        tok = trainer.processing_class
-        step = trainer.state.global_step
-        offset = trainer.accelerator.process_index * len(prompts)  # position in the whole batch
-        prompt_ids, completion_ids = [], []
-        for i, p in enumerate(prompts):
-            ti, role = lookup[p[-1]["content"]]
-            text = plan(agent, tasks[ti], role, (offset + i) % k, step)
-            enc = tok.apply_chat_template(p, add_generation_prompt=True, tokenize=True,
-                                          return_dict=True)
-            prompt_ids.append(list(enc["input_ids"]))
-            completion_ids.append(tok(text)["input_ids"] + [tok.eos_token_id])
-        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
-
-    return rollout
+    def choose(ti, role, j, trainer):
+        return plan(agent, tasks[ti], role, j, trainer.state.global_step)
+    return scripted_rollout(tasks, k, choose=choose)
 
 
 def main(out, agent, names, source, model, steps):

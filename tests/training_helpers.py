@@ -64,10 +64,11 @@ def plan(task, index, role, j, variant=0):
             gold_test_text(task, task.tests[0])][j % 4]
 
 
-def scripted_rollout(tasks, k, random_variant=False):
+def scripted_rollout(tasks, k, random_variant=False, choose=None):
     """A TRL ``rollout_func`` returning scripted completions; the position of a row in its group
     comes from its global position in the generation batch (k code rows then k test rows per
-    problem), so it is the same however the batch is split over processes."""
+    problem), so it is the same however the batch is split over processes. ``choose(task_index,
+    role, j, trainer)`` replaces :func:`plan` (the pair tests script each agent their own way)."""
     import torch
     lookup = {}
     for row in paired_rows(tasks, "train", 1):
@@ -80,8 +81,11 @@ def scripted_rollout(tasks, k, random_variant=False):
         for i, p in enumerate(prompts):
             ti, role = lookup[p[-1]["content"]]
             j = (offset + i) % k
-            variant = int(torch.randint(0, 3, (1,))) if random_variant else 0
-            text = plan(tasks[ti], ti, role, j, variant)
+            if choose is not None:
+                text = choose(ti, role, j, trainer)
+            else:
+                variant = int(torch.randint(0, 3, (1,))) if random_variant else 0
+                text = plan(tasks[ti], ti, role, j, variant)
             enc = tok.apply_chat_template(p, add_generation_prompt=True, tokenize=True,
                                           return_dict=True)
             prompt_ids.append(list(enc["input_ids"]))

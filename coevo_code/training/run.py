@@ -192,7 +192,9 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
         gens = math.ceil(config.num_train_epochs * len(tasks) / config.problems_per_batch)
         config.max_steps = math.ceil(gens * config.num_iterations * config.steps_per_generation
                                      / config.gradient_accumulation_steps)
-    frozen = frozen_labels(config, tasks, out) if config.label_source == "frozen" else None
+    # the main process scores label-free batches (reward.py), so only it reads the labeller
+    frozen = (frozen_labels(config, tasks, out)
+              if config.label_source == "frozen" and _is_main() else None)
     exchange = exchange_for(config)
     rows = paired_rows(shown_tasks(tasks, config.problem_field), "train",
                        config.max_input_examples)
