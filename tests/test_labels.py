@@ -98,6 +98,14 @@ def test_agent_rewards_partner_self_and_edge_cases():
     assert s1.code.tolist() == [1.0, 1.0, 0.0]  # SRT: the majority cluster earns 1
     with pytest.raises(ValueError, match="gold"):
         L.agent_rewards("gold", 0, 2, passed, labels, rows, cols)
+    # a label whose C passes none of its own tests: no accurate test, so no code reward; my tests
+    # are still judged by the partner's solutions
+    broken = passed.copy()
+    broken[2:4, 2:] = False
+    lab2 = L.block_labels(broken, outputs, np.zeros((5, 4), bool), rows, cols, 2)
+    assert lab2[1] is not None and not lab2[1].accurate.any()
+    r = L.agent_rewards("partner", 0, 2, broken, lab2, rows, cols)
+    assert r.label is not None and r.code is None and r.test is not None
 
 
 def test_rewards_come_only_from_the_labeller_not_from_a_third_agent():

@@ -151,25 +151,40 @@ def load_pair(config_file: str, argv: list[str]) -> Pair:
     return Pair(out, inputs, specs, float(common.get("exchange_timeout_s", 600.0)))
 
 
-def validate(pair: Pair) -> None:
-    """Parse every agent's config as its process will (field names, values, label source)."""
-    import tempfile
+def _agent_env(a: Agent, extra: dict | None = None) -> dict:
+    env = dict(os.environ, **(extra or {}))
+    env.update({str(k): str(v) for k, v in (a.launch.get("env") or {}).items()})
+    if a.launch.get("devices") is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(a.launch["devices"])
+    return env
 
-    from .cli import parse_train_args
+
+def validate(pair: Pair) -> None:
+    """Parse every agent's config as its process will (in a process of its own, with its
+    environment and devices: the launcher itself never imports TRL or touches a GPU); check that
+    every agent's optimiser step takes the same rows."""
+    import json
+    import tempfile
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
+        procs = {}
         for a in pair.agents:
             f = Path(tmp) / f"{a.name}.yaml"
             f.write_text(yaml.safe_dump(a.fields, sort_keys=False))
-            try:
-                c = parse_train_args(["--config", str(f)]).config
-            except (ValueError, FileNotFoundError) as e:
-                raise PairError(f"agent {a.name!r}: {str(e).splitlines()[0]}".replace(
-                    f"--config {f}: ", "")) from None
+            procs[a.name] = (a, f, subprocess.Popen(
+                [sys.executable, "-m", "coevo_code.training.pair", "--check", str(f)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_agent_env(a)))
+        for name, (a, f, p) in procs.items():
+            out, err = p.communicate()
+            if p.returncode != 0:
+                lines = ([x for x in out.splitlines() if x.strip()]  # the one-line reason
+                         or [x for x in err.splitlines() if x.strip()])  # or how it died
+                why = lines[-1] if lines else f"exit {p.returncode}"
+                raise PairError(f"agent {name!r}: {why}".replace(f"--config {f}: ", ""))
+            got = json.loads(out.strip().splitlines()[-1])
             n = int(a.launch.get("num_processes", 1))
-            rows[a.name] = (c.per_device_train_batch_size * n * c.gradient_accumulation_steps,
-                            f"{c.per_device_train_batch_size} x {n} process(es) x "
-                            f"{c.gradient_accumulation_steps}")
+            rows[name] = (got["per_device"] * n * got["accumulation"],
+                          f"{got['per_device']} x {n} process(es) x {got['accumulation']}")
     layouts = {how for _, how in rows.values()}
     if pair.agents[0].fields.get("curriculum") and len(layouts) > 1:
         raise PairError("with the curriculum on, every agent must split its batch the same way "
@@ -276,10 +291,7 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
     procs: dict[str, subprocess.Popen] = {}
     logs = {}
     for a in pair.agents:
-        env = dict(os.environ, COEVO_EXCHANGE=f"127.0.0.1:{store.port}")
-        env.update({str(k): str(v) for k, v in (a.launch.get("env") or {}).items()})
-        if a.launch.get("devices") is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(a.launch["devices"])
+        env = _agent_env(a, {"COEVO_EXCHANGE": f"127.0.0.1:{store.port}"})
         logs[a.name] = out / a.name / "agent.log"
         with open(logs[a.name], "a") as log:
             procs[a.name] = subprocess.Popen(_command(a, resume), stdout=log,
@@ -338,3 +350,25 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
             print(f"coevo: agent {n!r} stopped (exit {codes[n]}): {_last_words(logs[n])}",
                   file=sys.stderr)
     return 1
+
+
+def _check(path: str) -> int:
+    """``python -m coevo_code.training.pair --check AGENT.yaml``: parse one agent's config as
+    ``coevo train`` will; print its batch layout as JSON, or the one-line reason it is refused."""
+    import json
+
+    from .cli import parse_train_args
+    try:
+        c = parse_train_args(["--config", path]).config
+    except (ValueError, FileNotFoundError) as e:
+        print(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return 2
+    print(json.dumps({"per_device": c.per_device_train_batch_size,
+                      "accumulation": c.gradient_accumulation_steps}))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--check":
+        sys.exit(_check(sys.argv[2]))
+    sys.exit("usage: python -m coevo_code.training.pair --check AGENT.yaml")

@@ -276,7 +276,7 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
 
     # diagnostics
     base.cells = sum(len(j["programs"]) * len(j["tests"]) for j in jb.jobs)
-    base.labelled = ar.code is not None
+    base.labelled = ar.label is not None
     base.vote_agreement = None if ar.label is None else ar.label.agreement
     shares = [0.0 if x is None else x.agreement for x in estimate[:jb.n_agents]]
     base.pass_estimate = float(np.mean(shares)) if shares else None
