@@ -306,6 +306,7 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
     codes: dict[str, int] = {}
     first_failure = None
     deadline = None
+    killing = False
     try:
         while len(codes) < len(procs):
             for n, p in procs.items():
@@ -325,10 +326,13 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
                     first_failure = n
                     deadline = time.monotonic() + pair.timeout_s + 60
             if deadline is not None and time.monotonic() > deadline:
+                # an agent still running long after another failed: stalled (its partners time
+                # out on it); SIGTERM, then SIGKILL (a stopped process ignores SIGTERM)
                 for n, p in procs.items():
                     if n not in codes:
-                        p.terminate()
-                deadline = None
+                        p.terminate() if not killing else p.kill()
+                deadline = time.monotonic() + 15 if not killing else None
+                killing = True
             time.sleep(poll_s)
     except KeyboardInterrupt:
         for p in procs.values():
@@ -343,10 +347,18 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
         print(f"coevo: {', '.join(names)} finished; run directory {out}; curves: "
               f"coevo report {out}", file=sys.stderr)
         return 0
-    print(f"coevo: agent {first_failure!r} failed (exit {codes[first_failure]}): "
-          f"{_last_words(logs[first_failure])} (log: {logs[first_failure]})", file=sys.stderr)
+    words = _last_words(logs[first_failure])
+    stalled = re.search(r"agent '([^']+)' sent nothing", words)
+    if stalled and stalled.group(1) in procs:  # the first to exit only noticed the culprit
+        culprit = stalled.group(1)
+        print(f"coevo: agent {culprit!r} stalled ({words}); it was stopped (log: "
+              f"{logs[culprit]})", file=sys.stderr)
+    else:
+        culprit = first_failure
+        print(f"coevo: agent {first_failure!r} failed (exit {codes[first_failure]}): {words} "
+              f"(log: {logs[first_failure]})", file=sys.stderr)
     for n in names:
-        if n != first_failure and codes.get(n):
+        if n != culprit and codes.get(n):
             print(f"coevo: agent {n!r} stopped (exit {codes[n]}): {_last_words(logs[n])}",
                   file=sys.stderr)
     return 1
