@@ -180,6 +180,21 @@ def test_pair_command_runs_and_killing_one_agent_stops_the_other_with_its_name(t
     assert "agent 'llama' exited with code -9" in log, log[-2000:]
 
 
+def test_a_stalled_agent_is_named_after_the_timeout_and_stopped(tmp_path):
+    run = tmp_path / "pair"
+    p = _coevo("--config", str(PAIR_YAML), "--output_dir", str(run), "--max_steps", "40",
+               "--exchange_timeout_s", "5")
+    _wait_lines(run / "llama" / "metrics.jsonl", 2, p)
+    llama = _pids(run)["llama"]
+    os.kill(llama, signal.SIGSTOP)  # alive, silent
+    t0 = time.time()
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 1 and time.time() - t0 < 40
+    assert "agent 'llama' stalled" in err and "within 5 s" in err, err[-2000:]
+    with pytest.raises(ProcessLookupError):  # the launcher stopped it
+        os.kill(llama, 0)
+
+
 def test_ring_of_three_through_the_command(tmp_path):
     cfg = tmp_path / "ring.yaml"
     text = PAIR_YAML.read_text().replace("label_source: partner", "label_source: ring")

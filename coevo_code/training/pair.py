@@ -325,6 +325,9 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
                 if rc != 0 and first_failure is None:
                     first_failure = n
                     deadline = time.monotonic() + pair.timeout_s + 60
+                    stalled = re.search(r"agent '([^']+)' sent nothing", _last_words(logs[n]))
+                    if stalled and stalled.group(1) in procs and stalled.group(1) not in codes:
+                        procs[stalled.group(1)].kill()  # silent past the timeout: no grace
             if deadline is not None and time.monotonic() > deadline:
                 # an agent still running long after another failed: stalled (its partners time
                 # out on it); SIGTERM, then SIGKILL (a stopped process ignores SIGTERM)
