@@ -207,12 +207,10 @@ def cmd_train(argv: list[str]) -> int:
     from .training.pair import is_pair_config
     pair_file, resume = _pair_config(argv)
     if pair_file is not None and is_pair_config(pair_file):
-        from .training.pair import PairError, launch, load_pair, validate
+        from .training.pair import PairError, launch, load_pair
         rest = _without(argv, "--config" if not resume else "--resume")
         try:
-            pair = load_pair(pair_file, rest)
-            validate(pair)
-            return launch(pair, resume=resume)
+            return launch(load_pair(pair_file, rest), resume=resume)
         except (PairError, FileExistsError) as e:
             _die(str(e).splitlines()[0])
     try:

@@ -297,3 +297,14 @@ def test_curriculum_in_a_pair_keeps_both_agents_on_the_same_problems(tmp_path):
         lines = [json.loads(x) for x in (run / name / "metrics.jsonl").read_text().splitlines()]
         skipped[name] = [x["curriculum_skipped"] for x in lines]
     assert skipped["qwen"] == skipped["llama"] and skipped["qwen"][-1] > 0
+
+
+def test_a_pair_run_directory_is_not_overwritten(tmp_path):
+    run = tmp_path / "pair"
+    (run / "llama").mkdir(parents=True)
+    (run / "llama" / "metrics.jsonl").write_text('{"step": 1}\n')
+    p = subprocess.run([sys.executable, "-m", "coevo_code.cli", "train", "--config",
+                        str(PAIR_YAML), "--output_dir", str(run)], env=ENV, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and "already holds a run" in p.stderr and "--resume" in p.stderr
+    assert (run / "llama" / "metrics.jsonl").read_text() == '{"step": 1}\n'

@@ -258,6 +258,13 @@ def _last_words(log: Path) -> str:
     return lines[-1][:300] if lines else "empty log"
 
 
+def _stalled(words: str, names) -> str | None:
+    """The agent a partner's last words say went silent past the timeout (exchange.py's
+    message), if it is one of ``names``."""
+    m = re.search(r"agent '([^']+)' sent nothing", words)
+    return m.group(1) if m and m.group(1) in names else None
+
+
 def _steps_done(path: Path) -> int:
     try:
         return len(read_jsonl(path))
@@ -266,7 +273,8 @@ def _steps_done(path: Path) -> int:
 
 
 def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
-    """Run every agent to the end; returns the exit code (0: all finished)."""
+    """Check the agents' configs (:func:`validate`), then run every agent to the end; returns the
+    exit code (0: all finished)."""
     from tqdm import tqdm
 
     from .exchange import host_store
@@ -274,12 +282,13 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
 
     out = pair.output_dir
     names = [a.name for a in pair.agents]
+    if not resume:
+        for a in pair.agents:
+            refuse_existing_run(out / a.name)
+    validate(pair)
     if resume:
         step = align_checkpoints(out, names)
         print(f"coevo: resuming {', '.join(names)} from step {step}", file=sys.stderr)
-    else:
-        for a in pair.agents:
-            refuse_existing_run(out / a.name)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(pair.inputs, sort_keys=False))
     for a in pair.agents:
@@ -325,15 +334,19 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
                 if rc != 0 and first_failure is None:
                     first_failure = n
                     deadline = time.monotonic() + pair.timeout_s + 60
-                    stalled = re.search(r"agent '([^']+)' sent nothing", _last_words(logs[n]))
-                    if stalled and stalled.group(1) in procs and stalled.group(1) not in codes:
-                        procs[stalled.group(1)].kill()  # silent past the timeout: no grace
+                    silent = _stalled(_last_words(logs[n]), set(procs) - set(codes))
+                    if silent:
+                        procs[silent].kill()  # silent past the timeout already: no grace
             if deadline is not None and time.monotonic() > deadline:
                 # an agent still running long after another failed: stalled (its partners time
                 # out on it); SIGTERM, then SIGKILL (a stopped process ignores SIGTERM)
                 for n, p in procs.items():
-                    if n not in codes:
-                        p.terminate() if not killing else p.kill()
+                    if n in codes:
+                        continue
+                    if killing:
+                        p.kill()
+                    else:
+                        p.terminate()
                 deadline = time.monotonic() + 15 if not killing else None
                 killing = True
             time.sleep(poll_s)
@@ -351,9 +364,8 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
               f"coevo report {out}", file=sys.stderr)
         return 0
     words = _last_words(logs[first_failure])
-    stalled = re.search(r"agent '([^']+)' sent nothing", words)
-    if stalled and stalled.group(1) in procs:  # the first to exit only noticed the culprit
-        culprit = stalled.group(1)
+    culprit = _stalled(words, procs)  # the first to exit may only have noticed the culprit
+    if culprit:
         print(f"coevo: agent {culprit!r} stalled ({words}); it was stopped (log: "
               f"{logs[culprit]})", file=sys.stderr)
     else:
