@@ -117,12 +117,10 @@ class PseudoLabel:
 def vote(own_passed, outputs, errored=None, threshold: float = 0.0) -> PseudoLabel | None:
     """The labeller's pseudo-label from its solutions x its own tests (``own_passed``) and the
     solutions' outputs on those tests' inputs; None when unlabelled (see the module doc)."""
-    own = np.asarray(own_passed, dtype=bool).reshape(len(outputs), -1) if len(outputs) else \
-        np.zeros((0, 0), dtype=bool)
     v = execution_majority(outputs, errored, threshold)
     if v is None:
         return None
-    return PseudoLabel(v.correct, accurate_tests(own, v.correct), v.agreement)
+    return PseudoLabel(v.correct, accurate_tests(own_passed, v.correct), v.agreement)
 
 
 def judge(label: PseudoLabel | None, vs_labeller_tests, all_passed: bool = False):

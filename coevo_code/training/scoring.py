@@ -247,9 +247,10 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     gen = full[:, t:]
     outputs, errored = _outputs(jb, result, probe_result)
     n_blocks = int(max(jb.row_owner.max(initial=-1), jb.col_owner.max(initial=-1)) + 1)
-    labels = L.block_labels(gen, outputs, errored, jb.row_owner, jb.col_owner, n_blocks,
-                            options.label_threshold)
+    # every block's plurality vote (the curriculum's estimate), once; a label needs the threshold
     estimate = L.block_labels(gen, outputs, errored, jb.row_owner, jb.col_owner, n_blocks)
+    labels = [x if x is not None and x.agreement >= options.label_threshold else None
+              for x in estimate]
     me = jb.me
     ar = L.agent_rewards(options.label_source, me, jb.n_agents, gen, labels, jb.row_owner,
                          jb.col_owner, options.code_all_passed, options.post_stage)
