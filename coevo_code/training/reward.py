@@ -207,9 +207,6 @@ class CoevoReward:
             if not 0 <= ti < len(tasks):
                 raise ValueError(f"row {pos}: task_index {ti} outside the {len(tasks)} {mode} problems")
             groups.setdefault(ti, {CODE: [], TEST: []})[r].append(pos)
-        if self.label_free and mode == "train":
-            return self._compute_joint(items, mode, tasks, groups, t0)
-        batches, where = [], []
         for ti, g in groups.items():
             missing = [r for r in (CODE, TEST) if not g[r]]
             if missing:
@@ -218,6 +215,10 @@ class CoevoReward:
                     f"rows but no {missing[0]} rows; each generation batch must hold k code rows "
                     f"then k test rows of every problem (use PairedSampler and a batch that is a "
                     f"multiple of 2k)")
+        if self.label_free and mode == "train":
+            return self._compute_joint(items, mode, tasks, groups, t0)
+        batches, where = [], []
+        for ti, g in groups.items():
             b = prepare(tasks[ti], [items[p][2] for p in g[CODE]], [items[p][2] for p in g[TEST]],
                         self.options, [items[p][3] for p in g[CODE]],
                         [items[p][3] for p in g[TEST]])
@@ -250,10 +251,6 @@ class CoevoReward:
     def _compute_joint(self, items, mode, tasks, groups, t0):
         """Swap this batch with the other agents, then score every problem on the joint matrix."""
         order = list(groups)
-        for ti in order:
-            missing = [r for r in (CODE, TEST) if not groups[ti][r]]
-            if missing:
-                raise RuntimeError(f"problem {tasks[ti].id}: the batch has no {missing[0]} rows")
         call = self._calls_at_step.get((mode, self._step), 0)
         self._calls_at_step = {(mode, self._step): call + 1}
         payload = {"problems": [tasks[ti].id for ti in order],
