@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -10,7 +11,7 @@ import time
 import pytest
 
 from coevo_code.execution import Executor
-from conftest import owned_processes
+from conftest import launchers, owned_processes
 
 import importlib.util
 from pathlib import Path
@@ -141,3 +142,29 @@ def test_concurrent_runs_from_threads_do_not_mix(executor):
         t.join()
     for k in range(4):
         assert results[k]["id"] == k and results[k]["passed"] == [[True] * 6] * 3
+
+
+@pytest.mark.parametrize("launcher", launchers())
+def test_an_interpreter_under_tmp_runs_programs(launcher):
+    """A virtual environment made under /tmp (as a CI clone there makes one): the bwrap launcher
+    masks /tmp with a private tmpfs and must bind the interpreter back over it, not hide it."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        os.chmod(d, 0o755)
+        venv = Path(d) / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        code = ("import json, sys\n"
+                "from coevo_code.execution import Executor\n"
+                f"with Executor(slots=1, launcher={launcher!r}) as ex:\n"
+                "    [r] = ex.run([{'programs': ['print(int(input()) * 2)'],\n"
+                "                   'tests': [{'input': '21', 'output': '42'}]}])\n"
+                "print(json.dumps([sys.prefix, ex.isolation['launcher'], r['passed']]))\n")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        r = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True,
+                           text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        prefix, used, passed = json.loads(r.stdout.strip().splitlines()[-1])
+        assert prefix == str(venv) and used == launcher and passed == [[True]]

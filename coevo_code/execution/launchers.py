@@ -218,8 +218,12 @@ class BwrapLauncher(Launcher):
         for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives"):
             if os.path.exists(f):
                 a += ["--ro-bind", f, f]
+        # The private /tmp first, then the interpreter bound over it: bwrap applies its
+        # arguments in order, so an installation that lives under /tmp (a virtual environment
+        # made there) is bound back read-only on top of the fresh tmpfs instead of being hidden.
+        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         if bind_python:
-            made = set()
+            made = {"/tmp"}
             for p in python_paths():
                 if p.startswith("/usr/"):
                     continue
@@ -227,12 +231,11 @@ class BwrapLauncher(Launcher):
                 # searchable, or a per-slot uid could not import a single module.
                 for parent in reversed(Path(p).parents):
                     d = str(parent)
-                    if d != "/" and d not in made and not d.startswith("/usr") and d != "/tmp":
+                    if d != "/" and d not in made and not d.startswith("/usr"):
                         a += ["--perms", "0755", "--dir", d]
                         made.add(d)
                 a += ["--ro-bind", p, p]
-        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
-              "--cap-drop", "ALL"]
+        a += ["--chdir", "/tmp", "--cap-drop", "ALL"]
         if root and cfg is not None and cfg.get("uid") is not None:
             for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_DAC_OVERRIDE",
                         "CAP_FOWNER"):
