@@ -31,9 +31,16 @@ def _read_jobs(stream):
         if not line.strip():
             continue
         try:
-            yield k, json.loads(line)
+            job = json.loads(line)
         except json.JSONDecodeError as e:
             yield k, {"__bad_line__": f"line {k}: not valid JSON ({e.msg} at column {e.colno})"}
+            continue
+        if not isinstance(job, dict):
+            yield k, {"__bad_line__": f"line {k}: a job must be a JSON object, got "
+                                      f"{type(job).__name__} "
+                                      f"({'array' if isinstance(job, list) else 'not an object'})"}
+            continue
+        yield k, job
 
 
 def cmd_execute(args) -> int:
@@ -115,6 +122,8 @@ def cmd_doctor(args) -> int:
                "installation readable by other users, or use the bwrap launcher",
         "subreaper": "needs Linux >= 3.4",
         "container": "optional: a Docker engine and the image built from sandbox/Dockerfile",
+        "disk": "use the bwrap or docker launcher (cells then write on a size-capped private "
+                "/tmp)",
     }
     try:
         ex = Executor(slots=1, launcher=args.launcher, allow_unsafe=True, use_uid=not args.no_uid)

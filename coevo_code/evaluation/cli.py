@@ -77,6 +77,11 @@ def _load(args, executor, for_samples: bool):
     options = {"split": args.split} if args.split else {}
     if name in PLUS:
         options.update(executor=executor, chunk=None if for_samples else 50)
+        if for_samples:  # expected outputs only for the tasks that have samples
+            from .samples import sample_task_ids
+            ids = sample_task_ids(Path(args.samples))
+            if ids is not None:
+                options.update(task_ids=ids)
         if args.limit is not None:
             options.update(limit=args.limit, seed=args.seed)
     try:

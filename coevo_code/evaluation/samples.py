@@ -33,6 +33,24 @@ class SampleVerdicts:
     outcomes: list[list[str]] = field(default_factory=list)
 
 
+def sample_task_ids(path: Path) -> set[str] | None:
+    """The task ids a samples file names (None if it cannot be read: ``read_samples`` then says
+    why, naming the line)."""
+    ids = set()
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line) if line.strip() else None
+                except json.JSONDecodeError:
+                    return None
+                if isinstance(rec, dict) and "task_id" in rec:
+                    ids.add(str(rec["task_id"]))
+    except OSError:
+        return None
+    return ids
+
+
 def read_samples(path: Path, taskset: TaskSet) -> dict[str, list[str]]:
     """task_id -> programs, in file order. A line naming a task the benchmark lacks, or with
     neither ``solution`` nor ``completion``, is an error naming the line (before anything runs)."""

@@ -21,8 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ..sandbox.server import empty_dir
 from .jobs import Job, JobError, parse_job
-from .launchers import Channel, Launcher, choose_launcher
+from .launchers import DISK_CAP_MB, Channel, DirectLauncher, Launcher, choose_launcher
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ class Slot:
         self.channel = _SPAWNER.submit(self.launcher.start, self.cfg).result()
         try:
             self.hello = self._recv(timeout)
+            if "error" in self.hello:
+                raise SlotDied(self.hello["error"])
         except SlotDied as e:
             self.close()
             raise RuntimeError(f"the sandbox server of slot {self.index} did not start "
@@ -175,7 +178,24 @@ class Executor:
                 s.cfg[layer] = False
         self._closed = False
         self._run_lock = threading.Lock()
-        self._start_slots()
+        try:
+            self._start_slots()
+        except RuntimeError as e:
+            if launcher != "auto" or self.launcher.name != "bwrap":
+                raise
+            # bubblewrap works here but the server did not start under it: say why, fall back
+            self.launcher_notes.append(f"bubblewrap: the server did not start under it ({e}); "
+                                       "fell back to the direct launcher")
+            log.warning(self.launcher_notes[-1])
+            self.launcher = DirectLauncher()
+            self._closed = False
+            os.makedirs(self._base, mode=0o711, exist_ok=True)
+            for s in self.slots:
+                s.launcher = self.launcher
+                s.cfg = dict(self.launcher.slot_config(s.index, self._base, tuple(preload),
+                                                       use_uid, tuple(heavy_preload)),
+                             token=self.token, **{layer: False for layer in disable})
+            self._start_slots()
         self.isolation = self._isolation_report()
         active = [k for k, (on, _) in self.isolation["layers"].items() if on and k in _PROTECTIVE]
         if not active and not allow_unsafe:
@@ -216,8 +236,11 @@ class Executor:
         self._closed = True
         for s in self.slots:
             s.close()
-        import shutil
-        shutil.rmtree(self._base, ignore_errors=True)
+        try:  # whatever cells left there, however deep: no recursion
+            empty_dir(self._base)
+            os.rmdir(self._base)
+        except OSError as e:
+            log.warning("could not remove the sandbox dir %s: %s", self._base, e)
 
     def __enter__(self) -> "Executor":
         return self
@@ -258,6 +281,14 @@ class Executor:
         hello = self.slots[0].hello
         for name, (on, detail) in hello.get("layers", {}).items():
             layers[name] = (bool(on), detail)
+        if outer in ("bubblewrap", "docker"):
+            layers["disk"] = (True, f"cells write only in their own work dir, on the slot's "
+                                    f"{DISK_CAP_MB} MiB private /tmp, emptied after every cell")
+        else:
+            layers["disk"] = (False, "no size cap on the work dirs under the direct launcher "
+                                     "(each file is capped at the output limit, and the dirs "
+                                     "are emptied after every cell); bubblewrap or docker caps "
+                                     "them")
         return {"launcher": self.launcher.name, "slots": len(self.slots),
                 "python": hello.get("python"), "preloaded": hello.get("preloaded", []),
                 "layers": layers}
@@ -346,6 +377,7 @@ class Executor:
                 else:
                     tests, expected = job.tests[a:b], None
                 req = {"op": "run", "kind": job.kind, "program": program, "setup": job.setup,
+                       "entry_point": job.entry_point,
                        "tests": tests, "expected": expected, "time": job.time_limit_s,
                        "wall": job.wall_limit_s, "mem_mb": job.memory_limit_mb,
                        "out_mb": job.output_limit_mb, "return_outputs": job.return_outputs,
@@ -366,9 +398,12 @@ class Executor:
                 if slot.channel is None:
                     slot.start()
                 res = slot.call(unit.request, unit.budget_s)
-                if "error" in res:  # a server-side bug: report, don't guess
+                if "error" in res:  # the server is in doubt (a zygote gone, a work dir
+                    # replaced, a bug): replace it and retry the unit once
                     log.error("sandbox server error on job %r: %s", st.job.id, res["error"])
                     res = None
+                    slot.close()
+                    continue
                 break
             except Exception as e:  # noqa: BLE001 - a dead, hung or unstartable server
                 log.warning("slot %d failed (%s); restarting it", slot.index, e)

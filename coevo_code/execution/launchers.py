@@ -24,10 +24,11 @@ import sys
 import sysconfig
 from pathlib import Path
 
-SERVER_PATH = Path(__file__).resolve().parents[2] / "sandbox" / "server.py"
-_PACKAGED_SERVER = Path(__file__).resolve().parent / "_sandbox_server.py"
+SANDBOX_DIR = Path(__file__).resolve().parents[1] / "sandbox"
 
-SLOT_UID_BASE = 61000
+SLOT_UID_BASE = 61000  # programs of slot k run as SLOT_UID_BASE + k ...
+TEST_UID_OFFSET = 500  # ... and its tests as SLOT_UID_BASE + TEST_UID_OFFSET + k
+DISK_CAP_MB = 256  # the size of a slot's private /tmp (bwrap, docker): every cell's work dir
 SYSTEM_READ_PATHS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib",
                      "/usr/share/zoneinfo", "/etc/ld.so.cache", "/etc/localtime",
                      "/etc/alternatives")
@@ -35,13 +36,33 @@ SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL
               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
               "PYTHONDONTWRITEBYTECODE": "1"}
 
+# Loads the sandbox modules from their sources (argv[1], a JSON list of [name, source]) as the
+# package coevo_sandbox and starts the judge with the slot's configuration (argv[2]). Nothing
+# needs to be installed or bound where the server runs but a Python interpreter.
+BOOTSTRAP = """\
+import json, sys, types
+pkg = types.ModuleType("coevo_sandbox"); pkg.__path__ = []; sys.modules["coevo_sandbox"] = pkg
+for name, src in json.loads(sys.argv[1]):
+    m = types.ModuleType("coevo_sandbox." + name)
+    m.__package__, m.__file__ = "coevo_sandbox", "<coevo_sandbox/%s.py>" % name
+    sys.modules[m.__name__] = m
+    setattr(pkg, name, m)
+    exec(compile(src, m.__file__, "exec"), m.__dict__)
+sys.modules["coevo_sandbox.server"].main(json.loads(sys.argv[2]))
+"""
 
-def server_source() -> str:
-    """The fork server's code (``sandbox/server.py``; a copy ships inside wheels)."""
-    for p in (SERVER_PATH, _PACKAGED_SERVER):
-        if p.is_file():
-            return p.read_text()
-    raise FileNotFoundError("sandbox/server.py not found next to the coevo_code package")
+
+def sandbox_sources() -> str:
+    """The sandbox modules (``coevo_code/sandbox``), as the bootstrap reads them."""
+    from coevo_code.sandbox import MODULES
+    mods = [[name, (SANDBOX_DIR / f"{name}.py").read_text()] for name in MODULES]
+    return json.dumps(mods)
+
+
+def server_command(python: str, cfg: dict) -> list[str]:
+    """The argv that starts a slot's judge: the interpreter, the bootstrap, the modules, the
+    slot configuration."""
+    return [python, "-I", "-c", BOOTSTRAP, sandbox_sources(), json.dumps(cfg)]
 
 
 def python_paths() -> list[str]:
@@ -139,7 +160,8 @@ class Launcher:
             reason = "not running as root: children keep the caller's uid"
         else:
             reason = "disabled by configuration"
-        return {"slot": slot, "workdir": f"{base}/slot{slot}", "uid": uid, "uid_reason": reason,
+        return {"slot": slot, "workdir": f"{base}/slot{slot}", "uid": uid,
+                "uid_test": None if uid is None else uid + TEST_UID_OFFSET, "uid_reason": reason,
                 "read_paths": python_paths() + [p for p in SYSTEM_READ_PATHS if os.path.exists(p)],
                 "preload": list(preload), "heavy_preload": list(heavy_preload),
                 "landlock": True, "seccomp": True}
@@ -161,7 +183,7 @@ class DirectLauncher(Launcher):
         if cfg["uid"] is not None:
             hidden = [p for p in python_paths() if not readable_by_others(p)]
             if hidden:
-                cfg["uid"] = None
+                cfg["uid"] = cfg["uid_test"] = None
                 cfg["uid_reason"] = (f"the Python installation {hidden[0]} is not readable by other "
                                      "users, so a per-slot uid could not import modules; use the "
                                      "bwrap launcher (it binds the installation readably) or a "
@@ -169,7 +191,7 @@ class DirectLauncher(Launcher):
         return cfg
 
     def command(self, cfg):
-        return [sys.executable, "-I", "-c", server_source(), json.dumps(cfg)]
+        return server_command(sys.executable, cfg)
 
 
 class BwrapLauncher(Launcher):
@@ -221,7 +243,7 @@ class BwrapLauncher(Launcher):
         # The private /tmp first, then the interpreter bound over it: bwrap applies its
         # arguments in order, so an installation that lives under /tmp (a virtual environment
         # made there) is bound back read-only on top of the fresh tmpfs instead of being hidden.
-        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        a += ["--proc", "/proc", "--dev", "/dev", "--size", str(DISK_CAP_MB << 20), "--tmpfs", "/tmp"]
         if bind_python:
             made = {"/tmp"}
             for p in python_paths():
@@ -249,7 +271,7 @@ class BwrapLauncher(Launcher):
         return super().slot_config(slot, "/tmp", preload, use_uid, heavy_preload)
 
     def command(self, cfg):
-        return self._wrap([sys.executable, "-I", "-c", server_source(), json.dumps(cfg)], cfg=cfg)
+        return self._wrap(server_command(sys.executable, cfg), cfg=cfg)
 
 
 class DockerLauncher(Launcher):
@@ -282,6 +304,7 @@ class DockerLauncher(Launcher):
     def slot_config(self, slot, base, preload, use_uid, heavy_preload=()):
         cfg = super().slot_config(slot, "/tmp", preload, True, heavy_preload)
         cfg["uid"] = SLOT_UID_BASE + slot  # the container's server runs as root inside
+        cfg["uid_test"] = cfg["uid"] + TEST_UID_OFFSET
         cfg["read_paths"] = ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime"]
         return cfg
 
@@ -290,9 +313,9 @@ class DockerLauncher(Launcher):
         if not ok:
             raise RuntimeError(why)
         container = self._client.containers.run(
-            self.image, command=["python3", "-I", "/sandbox/server.py", json.dumps(cfg)],
+            self.image, command=server_command("python3", cfg),
             stdin_open=True, detach=True, network_mode="none", read_only=True,
-            tmpfs={"/tmp": "rw,exec,size=1g"}, cap_drop=["ALL"],
+            tmpfs={"/tmp": f"rw,exec,size={DISK_CAP_MB}m"}, cap_drop=["ALL"],
             cap_add=["SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER"],
             security_opt=["no-new-privileges"], pids_limit=1024, environment=SERVER_ENV,
             auto_remove=True)

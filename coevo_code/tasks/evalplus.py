@@ -250,7 +250,7 @@ def _expected_outputs(name, records, inputs_of, origin_hash, executor=None, chun
 
 
 def _load_plus(name: str, source, executor=None, chunk: int | None = 50, limit: int | None = None,
-               seed: int = 0) -> TaskSet:
+               seed: int = 0, task_ids=None) -> TaskSet:
     src = source or HUB_IDS[name]
     records, origin = read_records(src, name)  # json module: ints too large for Arrow are fine
     clean = []
@@ -259,6 +259,9 @@ def _load_plus(name: str, source, executor=None, chunk: int | None = 50, limit: 
                     "plus_input"):
             _need(r, key, k, name)
         clean.append(r)
+    if task_ids is not None:  # only these tasks (scoring samples): no expected outputs for others
+        wanted = set(map(str, task_ids))
+        clean = [r for r in clean if str(r["task_id"]) in wanted]
     if limit is not None:  # a seeded sample, for quick checks
         import random
         clean = sorted(random.Random(seed).sample(clean, min(limit, len(clean))),
@@ -310,9 +313,13 @@ def _load_plus(name: str, source, executor=None, chunk: int | None = 50, limit: 
     return TaskSet(name, origin, tasks)
 
 
-def load_humanevalplus(source=None, executor=None, limit=None, seed=0, chunk=50) -> TaskSet:
-    return _load_plus("humanevalplus", source, executor, chunk=chunk, limit=limit, seed=seed)
+def load_humanevalplus(source=None, executor=None, limit=None, seed=0, chunk=50,
+                       task_ids=None) -> TaskSet:
+    return _load_plus("humanevalplus", source, executor, chunk=chunk, limit=limit, seed=seed,
+                      task_ids=task_ids)
 
 
-def load_mbppplus(source=None, executor=None, limit=None, seed=0, chunk=50) -> TaskSet:
-    return _load_plus("mbppplus", source, executor, chunk=chunk, limit=limit, seed=seed)
+def load_mbppplus(source=None, executor=None, limit=None, seed=0, chunk=50,
+                  task_ids=None) -> TaskSet:
+    return _load_plus("mbppplus", source, executor, chunk=chunk, limit=limit, seed=seed,
+                      task_ids=task_ids)

@@ -128,8 +128,30 @@ def load_humaneval(source=None) -> TaskSet:
         tasks.append(Task(id=tid, source=name, kind="functional", prompt=prompt,
                           tests=[TestCase(code=f"{test}\n\ncheck({entry})\n")],
                           entry_point=entry, program_prefix=prompt,
+                          setup=prompt_helpers(prompt, entry),
                           references=[prompt + canonical], time_limit_s=5.0))
     return TaskSet(name, origin, tasks)
+
+
+def prompt_helpers(prompt: str, entry: str) -> str:
+    """What a prompt defines besides the function to write (HumanEval/32's ``poly``, /38's
+    ``encode_cyclic``, /50's ``encode_shift``, and the imports), as test-side setup: the tests
+    call these helpers, so they come from the prompt, never from the program (a program that
+    redefines ``poly`` changes nothing the test computes)."""
+    import ast
+    try:
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return ""
+    keep = [node for node in tree.body
+            if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and node.name == entry)
+            and isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef,
+                                  ast.AsyncFunctionDef, ast.Assign))]
+    if not any(isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef, ast.Assign))
+               for n in keep):
+        return ""
+    return ast.unparse(ast.Module(body=keep, type_ignores=[])) + "\n"
 
 
 MBPP_SPLITS = {"prompt": (1, 10), "test": (11, 510), "validation": (511, 600), "train": (601, 974)}

@@ -1,1 +1,0 @@
-../../sandbox/server.py

@@ -1,0 +1,16 @@
+"""The code that runs inside the isolation boundary: standard library (+ ctypes) only.
+
+Nothing here imports the rest of coevo-code. The launcher ships these modules' sources to the
+sandboxed interpreter on its command line (``coevo_code.execution.launchers.server_command``),
+where a bootstrap loads them as the package ``coevo_sandbox``; the host imports them as
+``coevo_code.sandbox`` (tests, outcome codes). Modules, by responsibility:
+
+- ``protocol``: outcome codes, framed messages on pipes and on the judge/zygote socket;
+- ``seccomp`` and ``landlock``: the two kernel filters, built once;
+- ``codec``: values crossing between a program and its test, from a fixed list of exact types;
+- ``cell``: what a forked cell runs (a stdio program, a program answering calls, a test, a checker);
+- ``zygote``: the fork server of cells, which never holds job data;
+- ``server``: the judge that talks to the host, holds the tests and decides every verdict.
+"""
+
+MODULES = ("protocol", "seccomp", "landlock", "codec", "cell", "zygote", "server")

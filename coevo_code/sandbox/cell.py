@@ -1,0 +1,472 @@
+"""What a forked cell runs, after the zygote has isolated it. Never returns: every path ends in
+``os._exit``.
+
+File descriptors, set by the zygote:
+
+- a **stdio program**: 0 its input (a sealed memfd), 1 its output (a memfd the judge reads), 2
+  /dev/null, 3 its compiled code (and the job's setup, unused). Its verdict is decided by the judge from its exit status and
+  output alone: it holds no channel to declare one.
+- a **program answering calls** (functional tests): 0 and 2 /dev/null, 1 its output (capped like
+  a stdio program's), 3 its code and the job's setup, 4 requests from the test, 5 its answers. It
+  runs the program as ``__main__`` and then the setup in the same namespace (as a single process
+  did before the split), then answers the test's calls (``call``, ``getattr``, a few protocol ops on
+  handles) with values encoded by :mod:`.codec`.
+- a **test** (or a checker): 0-2 /dev/null, 3 its code (the job's ``setup`` and the test, compiled
+  by the judge), 4 the program's answers, 5 requests to it, 6 its status memfd. It runs the setup
+  and the test in a namespace of its own, where the program's functions, classes and values are
+  stand-ins that call into the program process; the comparisons, the builtins and every helper
+  are its own. It writes ``OK<repr of the last expression>`` after the test ran to its end, or
+  ``ASSERT`` / ``MEM`` / ``EXC <name>`` / ``PROG <what the program did>``.
+"""
+
+import builtins
+import io
+import marshal
+import os
+import sys
+
+from .codec import CodecError, decode, encode
+from .protocol import EXIT_MEMORY, FRAME_CAP, RETURN_OUTPUT_CAP, ProtocolError, recv, send
+
+_KEEP = []
+_STREAMS = None
+
+
+def new_streams():
+    """Streams as a fresh interpreter with a non-tty stdin/stdout would have them. Built once in
+    the zygote (never used there), so that a cell only has to install its pristine copies."""
+    global _STREAMS
+    _STREAMS = (io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+                                 encoding="utf-8", errors="strict"),
+                io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
+                                 encoding="utf-8", errors="strict"),
+                io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+                                 encoding="utf-8", errors="backslashreplace",
+                                 line_buffering=True))
+
+
+def _fresh_streams():
+    # The zygote's own stream objects are kept alive: collecting them would close fds 0-2.
+    _KEEP.extend([sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__,
+                  sys.__stderr__])
+    sys.stdin, sys.stdout, sys.stderr = _STREAMS
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = _STREAMS
+
+
+def _depth():
+    f, d = sys._getframe(1), 0
+    while f is not None:
+        d += 1
+        f = f.f_back
+    return d
+
+
+def _read_code(fd=3):
+    """The marshalled payload the judge sealed into fd 3; the fd is closed afterwards."""
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0)
+    os.close(fd)
+    return marshal.loads(data)
+
+
+def _main_namespace(default_recursion, adjust):
+    """A fresh ``__main__`` as ``python main.py`` has it, fresh seeds, and the recursion room of a
+    fresh interpreter (the zygote's frames below do not count)."""
+    _fresh_streams()
+    sys.argv = ["main.py"]
+    main_module = type(sys)("__main__")
+    _KEEP.append(sys.modules.get("__main__"))
+    sys.modules["__main__"] = main_module
+    if "random" in sys.modules:
+        sys.modules["random"].seed()
+    np = sys.modules.get("numpy")
+    if np is not None:
+        try:
+            # Fresh entropy, as a new interpreter would have. An int seed is ~10x cheaper in a
+            # forked cell than seed(None) or an array seed.
+            np.random.seed(int.from_bytes(os.urandom(4), "little"))
+        except Exception:
+            pass
+    g = main_module.__dict__
+    g["__builtins__"] = builtins
+    g["__file__"] = "main.py"
+    # +2: this frame and exec()'s, corrected by the zygote's calibration against a fresh
+    # interpreter where a CPython version counts them otherwise.
+    offset = _depth() + 1 + adjust
+    real_get, real_set = sys.getrecursionlimit, sys.setrecursionlimit
+    real_set(default_recursion + offset)
+    # ... and the program reads and sets the limit as it would there.
+    sys.getrecursionlimit = lambda: real_get() - offset
+    sys.setrecursionlimit = lambda limit: real_set(limit + offset)
+    return g
+
+
+def _exit_code(e):
+    c = e.code
+    if c is None:
+        return 0
+    if isinstance(c, int):
+        return c & 0xFF
+    try:
+        sys.stderr.write(str(c) + "\n")
+    except BaseException:
+        pass
+    return 1
+
+
+def _finish(status):
+    """Non-daemon threads and atexit handlers, as at interpreter exit; flush; exit."""
+    try:
+        th = sys.modules.get("threading")
+        if th is not None and th.active_count() > 1:
+            th._shutdown()
+        import atexit
+        atexit._run_exitfuncs()
+    except SystemExit as e:
+        status = _exit_code(e)
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except MemoryError:
+            status = EXIT_MEMORY
+        except BaseException:
+            pass
+    os._exit(status)
+
+
+# ---- a stdio program ------------------------------------------------------------------------
+def run_stdio(default_recursion, adjust):
+    code, _ = _read_code()
+    g = _main_namespace(default_recursion, adjust)
+    status = 0
+    try:
+        exec(code, g)
+    except SystemExit as e:
+        status = _exit_code(e)
+    except MemoryError:
+        status = EXIT_MEMORY
+    except BaseException:  # noqa: BLE001 - a program may raise anything
+        # (no traceback: stderr is /dev/null, and formatting a RecursionError's costs ~30 ms)
+        status = 1
+    _finish(status)
+
+
+# ---- a program answering calls ----------------------------------------------------------------
+class _Table:
+    """Objects of the program that crossed as handles, by id."""
+
+    def __init__(self):
+        self.objs = {}
+
+    def put(self, obj):
+        k = len(self.objs) + 1
+        self.objs[k] = obj
+        try:
+            text = repr(obj)
+            if type(text) is not str:
+                text = "<object>"
+        except BaseException:  # noqa: BLE001 - the program's own __repr__
+            text = "<object>"
+        return ("H", k, text[:1000])
+
+    def get(self, k, _repr=None):
+        try:
+            return self.objs[k]
+        except (KeyError, TypeError):
+            raise CodecError("no handle %r" % (k,))
+
+
+def _encode_result(v, table):
+    try:
+        return encode(v, table.put)
+    except (RecursionError, MemoryError):
+        return table.put(v)
+
+
+def _answer(msg, g, table):
+    op = msg[0]
+    if op == "ns":
+        ns = {}
+        for name, value in list(g.items()):
+            if type(name) is not str or (name.startswith("__") and name.endswith("__")):
+                continue
+            if type(value) is type(sys):
+                ns[name] = ("M", getattr(value, "__name__", ""))
+            elif callable(value):
+                ns[name] = ("C", table.put(value))
+            else:
+                ns[name] = ("V", _encode_result(value, table))
+        return ("ns", ns)
+    if op == "call":
+        target = table.get(msg[1])
+        args = decode(msg[2], table.get)
+        kwargs = decode(msg[3], table.get)
+        if type(args) is not tuple or type(kwargs) is not dict:
+            raise CodecError("malformed call arguments")
+        return ("ok", _encode_result(target(*args, **kwargs), table))
+    if op == "getattr":
+        if type(msg[2]) is not str:
+            raise CodecError("an attribute name that is not text")
+        return ("ok", _encode_result(getattr(table.get(msg[1]), msg[2]), table))
+    if op == "setattr":
+        if type(msg[2]) is not str:
+            raise CodecError("an attribute name that is not text")
+        setattr(table.get(msg[1]), msg[2], decode(msg[3], table.get))
+        return ("ok", None)
+    if op == "op":
+        obj, what = table.get(msg[1]), msg[2]
+        arg = decode(msg[3], table.get)
+        if what == "iter":
+            v = iter(obj)
+        elif what == "next":
+            v = next(obj)
+        elif what == "len":
+            v = len(obj)
+        elif what == "getitem":
+            v = obj[arg]
+        elif what == "contains":
+            v = arg in obj
+        elif what == "str":
+            v = str(obj)
+        else:
+            raise CodecError("an unknown op %r" % (what,))
+        return ("ok", _encode_result(v, table))
+    raise CodecError("an unknown request %r" % (op,))
+
+
+def serve_program(default_recursion, adjust):
+    code, setup = _read_code()
+    g = _main_namespace(default_recursion, adjust)
+    try:
+        exec(code, g)
+        exec(setup, g)  # as before the split: the program sees what the job's setup defines
+    except SystemExit as e:
+        _finish(_exit_code(e) or 1)  # a program that exits while loading answers nothing
+    except MemoryError:
+        dead = ("dead", "MEM")
+    except BaseException as e:  # noqa: BLE001
+        dead = ("dead", "EXC " + type(e).__name__)
+    else:
+        dead = None
+    table = _Table()
+    while True:
+        try:
+            msg = recv(4, FRAME_CAP)
+        except BaseException:  # noqa: BLE001 - the test is gone, or wrote garbage
+            _finish(0)
+        if dead is not None:
+            reply = dead
+        else:
+            try:
+                if type(msg) is not tuple or not msg:
+                    raise CodecError("a request that is not a tuple")
+                reply = _answer(msg, g, table)
+            except SystemExit as e:
+                _finish(_exit_code(e) or 1)
+            except MemoryError:
+                reply = ("raise", "MemoryError", "")
+            except BaseException as e:  # noqa: BLE001 - the program's exception, by name
+                try:
+                    text = str(e)[:1000]
+                except BaseException:  # noqa: BLE001
+                    text = ""
+                reply = ("raise", type(e).__name__, text)
+        try:
+            send(5, reply)
+        except (ValueError, OverflowError):  # marshal refused: too large or too deep
+            send(5, ("raise", "MemoryError", "the answer could not be sent"))
+        except OSError:
+            _finish(0)
+
+
+# ---- a test -----------------------------------------------------------------------------------
+class ProgramGone(BaseException):
+    """The program exited, died or broke the protocol during a call. A BaseException, so that a
+    test's ``except Exception`` cannot swallow it and pass."""
+
+
+class ProgramError(Exception):
+    """An exception of the program whose class is not a built-in one."""
+
+
+_PASSABLE = {name: obj for name, obj in vars(builtins).items()
+             if isinstance(obj, type) and issubclass(obj, Exception)}
+
+
+class _Link:
+    def __init__(self, rfd, wfd):
+        self.rfd, self.wfd = rfd, wfd
+        self.gone = None
+
+    def ask(self, msg):
+        if self.gone is not None:
+            raise ProgramGone(self.gone)
+        try:
+            send(self.wfd, msg)
+            reply = recv(self.rfd, FRAME_CAP)
+        except (EOFError, OSError):
+            self.gone = "DIED"
+            raise ProgramGone("DIED") from None
+        except (ProtocolError, ValueError, TypeError):
+            self.gone = "PROTOCOL"
+            raise ProgramGone("PROTOCOL") from None
+        if type(reply) is not tuple or not reply:
+            self.gone = "PROTOCOL"
+            raise ProgramGone("PROTOCOL")
+        kind = reply[0]
+        if kind == "ok" and len(reply) == 2:
+            try:
+                return decode(reply[1], self.handle)
+            except (CodecError, RecursionError):
+                self.gone = "PROTOCOL"
+                raise ProgramGone("PROTOCOL") from None
+        if kind == "ns" and msg[0] == "ns" and len(reply) == 2 and type(reply[1]) is dict:
+            return reply[1]
+        if kind == "raise" and len(reply) == 3 and type(reply[1]) is str:
+            name, text = reply[1], reply[2] if type(reply[2]) is str else ""
+            if name == "MemoryError":
+                self.gone = "MEM"
+                raise ProgramGone("MEM")
+            cls = _PASSABLE.get(name)
+            e = cls(text) if cls is not None else ProgramError("%s: %s" % (name, text))
+            e._coevo_from_program = True
+            raise e
+        if kind == "dead" and len(reply) == 2 and type(reply[1]) is str:
+            self.gone = reply[1][:40]
+            raise ProgramGone(self.gone)
+        self.gone = "PROTOCOL"
+        raise ProgramGone("PROTOCOL")
+
+    def handle(self, k, text):
+        return Handle(self, k, text)
+
+    def encode(self, v):
+        def out(obj):
+            if type(obj) is Handle and obj._link is self:
+                return ("H", obj._id, "")
+            raise TypeError("a %s cannot be passed to the program (only plain values and the "
+                            "program's own objects cross)" % type(obj).__name__)
+        return encode(v, out)
+
+
+class Handle:
+    """The test's stand-in for an object of the program: it can be called, iterated, indexed,
+    measured, asked for attributes and given some (each a request to the program), and passed
+    back; it is equal only to itself."""
+
+    __slots__ = ("_link", "_id", "_repr")
+
+    def __init__(self, link, k, text):
+        object.__setattr__(self, "_link", link)
+        object.__setattr__(self, "_id", k)
+        object.__setattr__(self, "_repr", text)
+
+    def __call__(self, *args, **kwargs):
+        link = self._link
+        return link.ask(("call", self._id, link.encode(args), link.encode(kwargs)))
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._link.ask(("getattr", self._id, name))
+
+    def __setattr__(self, name, value):
+        link = self._link
+        link.ask(("setattr", self._id, name, link.encode(value)))
+
+    def _op(self, what, arg=None):
+        return self._link.ask(("op", self._id, what, self._link.encode(arg)))
+
+    def __iter__(self):
+        it = self._op("iter")
+        return it if type(it) is Handle else iter(it)
+
+    def __next__(self):
+        return self._op("next")
+
+    def __len__(self):
+        return self._op("len")
+
+    def __getitem__(self, key):
+        return self._op("getitem", key)
+
+    def __contains__(self, item):
+        return self._op("contains", item)
+
+    def __str__(self):
+        return self._op("str")
+
+    def __repr__(self):
+        return self._repr
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+
+_MODULE_ALIASES = {("np", "numpy"), ("pd", "pandas")}
+
+
+def _bind_program(g, link, entry_point):
+    """The program's names in the test's namespace: its functions and classes as handles, its
+    plain values decoded, the modules it imported imported here (under their own name). A
+    builtin's name (but the entry point's) is never bound, so that no ``abs`` or ``zip`` of the
+    program's reaches the test's code; nor is a standard module's name bound to anything but that
+    module (a program's ``class math`` does not become the test's ``math``)."""
+    ns = link.ask(("ns",))
+    if type(ns) is not dict:
+        raise ProgramGone("PROTOCOL")
+    protected = set(vars(builtins))
+    protected.discard(entry_point)
+    modules = sys.stdlib_module_names
+    import importlib
+    for name, desc in ns.items():
+        if (type(name) is not str or not name.isidentifier() or name in protected
+                or name.startswith("__") or type(desc) is not tuple or not desc):
+            continue
+        kind = desc[0]
+        try:
+            if kind == "M" and len(desc) == 2 and type(desc[1]) is str:
+                mod = desc[1]
+                if mod == name or mod.rsplit(".", 1)[-1] == name or (name, mod) in _MODULE_ALIASES:
+                    g[name] = importlib.import_module(mod if mod != "posixpath" else "os.path")
+            elif kind in ("C", "V") and len(desc) == 2 and (name not in modules
+                                                             or name == entry_point):
+                g[name] = decode(desc[1], link.handle)
+        except (ImportError, CodecError, RecursionError, ValueError, TypeError):
+            continue
+
+
+def run_test(default_recursion, adjust, with_program=True):
+    setup, test, entry_point = _read_code()
+    g = _main_namespace(default_recursion, adjust)
+    report = b""
+    try:
+        if with_program:
+            _bind_program(g, _Link(4, 5), entry_point)
+        exec(setup, g)
+        exec(test, g)
+        try:
+            report = b"OK" + (repr(g["__coevo_value__"]).encode("utf-8", "replace")
+                              [:RETURN_OUTPUT_CAP * 4] if "__coevo_value__" in g else b"")
+        except ProgramGone as e:
+            report = b"PROG " + str(e).encode()
+        except BaseException:  # noqa: BLE001
+            report = b"OK<unrepresentable>"
+    except ProgramGone as e:
+        report = b"PROG " + str(e).encode()
+    except MemoryError as e:
+        report = b"PROG MEM" if getattr(e, "_coevo_from_program", False) else b"MEM"
+    except AssertionError as e:
+        report = (b"PROG EXC AssertionError" if getattr(e, "_coevo_from_program", False)
+                  else b"ASSERT")
+    except BaseException as e:  # noqa: BLE001 - a test may raise anything
+        report = (b"PROG EXC " if getattr(e, "_coevo_from_program", False) else b"EXC ") \
+            + type(e).__name__.encode()
+    try:
+        os.write(6, report)
+    except OSError:
+        pass
+    os._exit(0)

@@ -1,0 +1,69 @@
+"""Outcome codes and framing: a 4-byte big-endian length and a ``marshal`` payload of plain
+values, on the host pipes, on the judge/zygote socket (with file descriptors attached) and on the
+pipes between a program and its test."""
+
+import marshal
+import os
+import socket
+import struct
+
+OK = "ok"
+WRONG = "wrong_answer"
+RUNTIME = "runtime_error"
+TIMEOUT = "timeout"
+MEMORY = "memory_limit"
+OUTPUT = "output_limit"
+SYNTAX = "syntax_error"
+SANDBOX = "sandbox_error"
+OUTCOMES = (OK, WRONG, RUNTIME, TIMEOUT, MEMORY, OUTPUT, SYNTAX, SANDBOX)
+
+RETURN_OUTPUT_CAP = 65536  # characters of each cell's output sent back with return_outputs
+STATUS_CAP = 1 << 20  # bytes a test cell may write to its status channel
+CHILD_SETUP_FAILED = 121  # exit status of a cell whose isolation could not be set up
+EXIT_MEMORY = 120  # exit status of a stdio program that ran out of memory (MemoryError)
+FRAME_CAP = 256 << 20  # the largest message a cell accepts from the other side of a call
+
+
+class ProtocolError(Exception):
+    """A malformed or oversized message."""
+
+
+def read_exact(fd, n):
+    chunks = []
+    while n:
+        b = os.read(fd, min(n, 1 << 20))
+        if not b:
+            raise EOFError
+        chunks.append(b)
+        n -= len(b)
+    return b"".join(chunks)
+
+
+def recv(fd, cap=None):
+    (n,) = struct.unpack(">I", read_exact(fd, 4))
+    if cap is not None and n > cap:
+        raise ProtocolError("a message of %d bytes (cap %d)" % (n, cap))
+    return marshal.loads(read_exact(fd, n))
+
+
+def send(fd, obj):
+    data = marshal.dumps(obj)
+    data = struct.pack(">I", len(data)) + data
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def send_msg(sock, obj, fds=()):
+    """One datagram on the judge/zygote SOCK_SEQPACKET socket, with ``fds`` attached."""
+    socket.send_fds(sock, [marshal.dumps(obj)], list(fds))
+
+
+def recv_msg(sock, maxfds=8):
+    """(message, fds); raises EOFError when the other end is gone."""
+    data, fds, _, _ = socket.recv_fds(sock, 1 << 16, maxfds)
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        raise EOFError
+    return marshal.loads(data), fds

@@ -1,0 +1,431 @@
+"""The judge: the process a launcher starts (``python -I -c BOOTSTRAP MODULES CONFIG``), inside
+the isolation boundary, once per executor slot.
+
+It talks to the host over the two inherited pipes (fds 0 and 1, moved away at start-up; 4-byte
+big-endian length + ``marshal`` payload both ways), holds the jobs' programs, tests and expected
+outputs, and decides every verdict. It never runs program or test code itself: at start-up, before
+the first job, it forks the zygotes (one with the common modules preloaded, one with numpy too),
+and for each cell it seals the cell's code and input into memfds and asks a zygote to run it.
+A stdio program's output is compared here (or by a checker in a cell of its own); a functional
+test runs in a cell apart from the program it calls, and reports its own status, which only the
+test process holds. See docs/EXECUTION.md for the threat model.
+"""
+
+import ast
+import json
+import marshal
+import os
+import signal
+import socket
+import stat
+import sys
+
+from . import seccomp
+from .protocol import (CHILD_SETUP_FAILED, EXIT_MEMORY, MEMORY, OK, OUTPUT, RETURN_OUTPUT_CAP,
+                       RUNTIME, SANDBOX, STATUS_CAP, SYNTAX, TIMEOUT, WRONG, recv, recv_msg,
+                       send, send_msg)
+from .zygote import Zygote, fresh_depth, sealed_memfd
+
+INPUT_CACHE_BYTES = 64 << 20  # test inputs kept as sealed memfds across units
+INPUT_CACHE_COUNT = 4096
+
+
+class ZygoteGone(RuntimeError):
+    pass
+
+
+def uses_modules(code, roots):
+    """Whether compiled code may import one of the top-level modules ``roots`` (import statements
+    put the module name in co_names; ``__import__("x")`` and importlib leave it in co_consts)."""
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        for name in c.co_names:
+            if name.split(".")[0] in roots:
+                return True
+        for k in c.co_consts:
+            if isinstance(k, str):
+                if k.split(".")[0] in roots:
+                    return True
+            elif hasattr(k, "co_names"):
+                stack.append(k)
+    return False
+
+
+def compile_test(src):
+    """Compile a functional test; when its last statement is an expression, that expression's value
+    becomes the cell's output (its repr), as in a REPL, which the label-free labels cluster on."""
+    try:
+        tree = ast.parse(src, "test.py")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return compile("raise SyntaxError('the test does not parse')", "test.py", "exec")
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        assign = ast.Assign(targets=[ast.Name("__coevo_value__", ast.Store())], value=last.value)
+        tree.body[-1] = ast.copy_location(assign, last)
+        ast.fix_missing_locations(tree)
+    try:
+        return compile(tree, "test.py", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return compile("raise SyntaxError('the test does not compile')", "test.py", "exec")
+
+
+def same_tokens(actual, expected):
+    """The stdio rule: ``" ".join(actual.split()) == " ".join(expected.split())`` on text."""
+    if actual == expected:
+        return True
+    a = actual.decode("utf-8", "surrogateescape").split()
+    e = expected.decode("utf-8", "surrogateescape").split()
+    return a == e
+
+
+def take_memfd(fd, cap):
+    """Read what a cell wrote and empty the memfd (offset too: it is shared with the cell)."""
+    size = os.lseek(fd, 0, os.SEEK_CUR)
+    if not size:
+        return b""
+    data = os.pread(fd, min(size, cap), 0)
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return data
+
+
+def empty_dir(path, limit=1 << 20):
+    """Remove everything beneath ``path`` (kept itself), whatever a cell left there: with no
+    recursion and a bounded number of open descriptors (subdirectories are hoisted to the top
+    before their parent is removed, so a tree thousands of levels deep costs nothing more),
+    making unreadable directories readable first. Raises OSError past ``limit`` entries."""
+    top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    done = 0
+    try:
+        while True:
+            names = os.listdir(top)
+            if not names:
+                return
+            for name in names:
+                done += 1
+                if done > limit:
+                    raise OSError("more than %d entries under %s" % (limit, path))
+                _remove(top, name, done)
+    finally:
+        os.close(top)
+
+
+def _remove(top, name, serial):
+    try:
+        os.unlink(name, dir_fd=top)
+        return
+    except IsADirectoryError:
+        pass
+    except FileNotFoundError:
+        return
+    except PermissionError:  # a directory unlink() refuses with EPERM on some file systems
+        if not stat.S_ISDIR(os.stat(name, dir_fd=top, follow_symlinks=False).st_mode):
+            raise
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        d = os.open(name, flags, dir_fd=top)
+    except PermissionError:
+        os.chmod(name, 0o700, dir_fd=top, follow_symlinks=False)
+        d = os.open(name, flags, dir_fd=top)
+    try:
+        for sub in os.listdir(d):
+            try:
+                os.unlink(sub, dir_fd=d)
+            except (IsADirectoryError, PermissionError):
+                os.rename(sub, ".coevo-%d-%s" % (serial, sub[:100]), src_dir_fd=d,
+                          dst_dir_fd=top)
+    finally:
+        os.close(d)
+    os.rmdir(name, dir_fd=top)
+
+
+class Judge:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        # The protocol pipes move off 0/1; 0/1/2 become /dev/null so nothing reaches the host.
+        self.rfd = os.dup(0)
+        self.wfd = os.dup(1)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+        for fd in (self.rfd, self.wfd):
+            os.set_inheritable(fd, False)
+        self.pid = os.getpid()
+        self.counter = 0
+        self.start_error = None
+        try:
+            self._start(cfg)
+        except Exception as e:  # reported to the host in the hello, never a bare exit
+            self.start_error = "%s: %s" % (type(e).__name__, e)
+
+    def _start(self, cfg):
+        self.work = cfg["workdir"]
+        uids = {"p": cfg.get("uid"), "t": cfg.get("uid_test", cfg.get("uid"))}
+        os.makedirs(self.work, exist_ok=True)
+        os.chmod(self.work, 0o711)
+        self.dirs = {}
+        for role in ("p", "t"):
+            d = os.path.join(self.work, role)
+            os.makedirs(d, exist_ok=True)
+            empty_dir(d)
+            if uids[role] is not None:
+                os.chown(d, uids[role], uids[role])
+            os.chmod(d, 0o700)
+            self.dirs[role] = d
+        self.dir_ids = {r: os.stat(d).st_ino for r, d in self.dirs.items()}
+        depth = fresh_depth()  # before seccomp forbids exec
+        preload = list(cfg.get("preload", []))
+        heavy = list(cfg.get("heavy_preload", []))
+        self.heavy_roots = frozenset(m.split(".")[0] for m in heavy)
+        self.zygotes = {"light": self._start_zygote(preload, uids, depth)}
+        if heavy:
+            try:
+                self.zygotes["heavy"] = self._start_zygote(preload + heavy, uids, depth)
+            except ZygoteGone:
+                pass
+        hello = self.zygotes["light"][2]
+        self.layers = hello["layers"]
+        self.preloaded = list(hello["preloaded"])
+        if "heavy" in self.zygotes:
+            self.preloaded += [m for m in self.zygotes["heavy"][2]["preloaded"]
+                               if m not in self.preloaded]
+        self.out_fd = os.memfd_create("stdout", os.MFD_CLOEXEC)
+        self.st_fd = os.memfd_create("status", os.MFD_CLOEXEC)
+        self.inputs = {}  # test input bytes -> sealed memfd, most recent last
+        self.inputs_bytes = 0
+        try:  # nothing of the judge (the tests, the expected outputs) for a same-uid reader
+            seccomp.prctl(seccomp.PR_SET_DUMPABLE, 0)
+        except OSError:
+            pass
+        if self.layers.get("seccomp", [False])[0]:
+            seccomp.install(seccomp.server_filter())
+
+    def _start_zygote(self, preload, uids, depth):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                mine.close()
+                os.close(self.rfd)
+                os.close(self.wfd)
+                seccomp.prctl(seccomp.PR_SET_PDEATHSIG, signal.SIGKILL)
+                if os.getppid() != self.pid:
+                    os._exit(0)
+                try:
+                    zygote = Zygote(self.cfg, theirs, preload, self.dirs, uids, depth)
+                except Exception as e:  # said to the judge, which says it to the host
+                    send_msg(theirs, {"error": "%s: %s" % (type(e).__name__, e)})
+                else:
+                    zygote.serve()
+            finally:
+                os._exit(0)
+        theirs.close()
+        try:
+            hello, fds = recv_msg(mine)
+        except (EOFError, OSError) as e:
+            mine.close()
+            _, status = os.waitpid(pid, 0)
+            raise ZygoteGone("a zygote did not start (%s; exit status %d)"
+                             % (e or "it closed its socket", os.waitstatus_to_exitcode(status)))
+        if "error" in hello:
+            raise ZygoteGone("a zygote did not start: %s" % hello["error"])
+        return (pid, mine, hello)
+
+    def hello(self):
+        if self.start_error is not None:
+            return {"op": "hello", "error": self.start_error}
+        return {"op": "hello", "pid": self.pid, "layers": self.layers,
+                "python": sys.version.split()[0], "preloaded": self.preloaded}
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def serve(self):
+        send(self.wfd, self.hello())
+        if self.start_error is not None:
+            return
+        while True:
+            try:
+                req = recv(self.rfd)
+            except EOFError:
+                return
+            op = req.get("op")
+            if op == "run":
+                try:
+                    res = self.run_unit(req)
+                except Exception as e:  # reported: the host replaces this server
+                    res = {"error": "%s: %s" % (type(e).__name__, e)}
+            elif op == "ping":
+                res = {"op": "pong"}
+            elif op == "stats":  # cells run so far
+                res = {"cells": self.counter}
+            else:
+                res = {"error": "unknown op %r" % (op,)}
+            send(self.wfd, res)
+
+    def _spawn(self, zygote, req, fds):
+        self.counter += 1
+        sock = zygote[1]
+        try:
+            send_msg(sock, req, fds)
+            res, extra = recv_msg(sock)
+        except (EOFError, OSError) as e:
+            raise ZygoteGone("the zygote died: %s" % e)
+        for fd in extra:
+            os.close(fd)
+        if "error" in res:
+            raise ZygoteGone(res["error"])
+        self._clean()
+        return res
+
+    def _clean(self):
+        for role, d in self.dirs.items():
+            try:
+                same = os.stat(d).st_ino == self.dir_ids[role]
+            except OSError:
+                same = False
+            if not same:
+                raise RuntimeError("a cell replaced its work dir %s" % d)
+            empty_dir(d)
+
+    # ---- one unit: one program against a list of tests -----------------------------------------
+    def run_unit(self, req):
+        kind = req["kind"]
+        tests = req["tests"]
+        n = len(tests)
+        want_out = bool(req.get("return_outputs"))
+        outputs = [""] * n if want_out else None
+        cpu = [0.0] * n
+        try:
+            code = compile(req["program"], "main.py", "exec", dont_inherit=True)
+            setup = compile(req.get("setup") or "", "setup.py", "exec", dont_inherit=True)
+            checker = None
+            if req.get("checker"):
+                checker = compile(req["checker"], "checker.py", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
+            return {"outcomes": [SYNTAX] * n, "outputs": outputs, "cpu": cpu,
+                    "detail": "%s: %s" % (type(e).__name__, e)}
+        compiled = [compile_test(t) for t in tests] if kind != "stdio" else None
+        zygote = self.zygotes["light"]
+        if "heavy" in self.zygotes and (
+                uses_modules(code, self.heavy_roots) or uses_modules(setup, self.heavy_roots)
+                or any(uses_modules(c, self.heavy_roots) for c in compiled or ())):
+            zygote = self.zygotes["heavy"]
+        limits = {"time": float(req["time"]), "wall": float(req["wall"]),
+                  "mem_mb": float(req["mem_mb"]), "out_cap": int(float(req["out_mb"]) * (1 << 20))}
+        time_limit, cap = limits["time"], limits["out_cap"]
+        expected = req.get("expected")
+        entry = req.get("entry_point")
+        outcomes = []
+        code_fd = sealed_memfd(marshal.dumps((code, setup)))
+        try:
+            for i, test in enumerate(tests):
+                if kind == "stdio":
+                    in_fd = self._input(test)
+                    res = self._spawn(zygote, dict(limits, mode="stdio"),
+                                      [code_fd, in_fd, self.out_fd])
+                    (rc, sig, used), = res["cells"]
+                    out = take_memfd(self.out_fd, cap + 1)
+                    outcome = _stdio_outcome(res["killed"], rc, sig, used, time_limit, out, cap)
+                    if outcome is None:
+                        if checker is not None:
+                            outcome = self.run_checker(limits, checker, test, expected[i], out)
+                        else:
+                            outcome = OK if same_tokens(out, expected[i]) else WRONG
+                    text = out.decode("utf-8", "replace") if want_out else ""
+                else:
+                    t_fd = sealed_memfd(marshal.dumps((setup, compiled[i], entry)))
+                    try:
+                        res = self._spawn(zygote, dict(limits, mode="func"),
+                                          [code_fd, t_fd, self.out_fd, self.st_fd])
+                    finally:
+                        os.close(t_fd)
+                    out = take_memfd(self.out_fd, cap + 1)
+                    status = take_memfd(self.st_fd, STATUS_CAP)
+                    used = res["cells"][0][2]
+                    outcome = _functional_outcome(res, time_limit, out, cap, status)
+                    text = (status[2:].decode("utf-8", "replace")
+                            if want_out and outcome == OK else "")
+                cpu[i] = used
+                outcomes.append(outcome)
+                if want_out:
+                    outputs[i] = text[:RETURN_OUTPUT_CAP]
+        finally:
+            os.close(code_fd)
+        return {"outcomes": outcomes, "outputs": outputs, "cpu": cpu}
+
+    def run_checker(self, limits, checker, test, expected, out):
+        arg = repr((test.decode("utf-8", "replace"), expected.decode("utf-8", "replace"),
+                    out.decode("utf-8", "replace")))
+        call = compile("assert check(*%s)" % arg, "check_call.py", "exec", dont_inherit=True)
+        fd = sealed_memfd(marshal.dumps((checker, call, None)))
+        req = dict(limits, mode="checker", time=max(limits["time"], 2.0),
+                   wall=max(limits["wall"], 5.0))
+        try:
+            res = self._spawn(self.zygotes["light"], req, [fd, self.st_fd])
+        finally:
+            os.close(fd)
+        status = take_memfd(self.st_fd, STATUS_CAP)
+        return OK if not res["killed"] and status.startswith(b"OK") else WRONG
+
+    def _input(self, data):
+        """A sealed memfd holding ``data``, cached across units (the same tests recur for every
+        program of a job); rewound for each cell, which shares its offset. The cache lives here,
+        in the judge, which no cell is forked from."""
+        fd = self.inputs.pop(data, None)
+        if fd is None:
+            fd = sealed_memfd(data, "stdin")
+            self.inputs_bytes += len(data)
+            while self.inputs and (self.inputs_bytes > INPUT_CACHE_BYTES
+                                   or len(self.inputs) >= INPUT_CACHE_COUNT):
+                old, ofd = next(iter(self.inputs.items()))
+                del self.inputs[old]
+                os.close(ofd)
+                self.inputs_bytes -= len(old)
+        else:
+            os.lseek(fd, 0, os.SEEK_SET)
+        self.inputs[data] = fd
+        return fd
+
+
+def _stdio_outcome(killed, rc, sig, used, time_limit, out, cap):
+    """The verdict of a stdio program from its exit alone (None: it exited 0, compare its
+    output). Precedence: timeout, sandbox error, output limit, memory limit, runtime error."""
+    if killed or used > time_limit or sig == signal.SIGXCPU:
+        return TIMEOUT
+    if rc == CHILD_SETUP_FAILED:
+        return SANDBOX
+    if sig == signal.SIGXFSZ or len(out) > cap:
+        return OUTPUT
+    if rc == EXIT_MEMORY:
+        return MEMORY
+    if sig or rc != 0:
+        return RUNTIME
+    return None
+
+
+def _functional_outcome(res, time_limit, out, cap, status):
+    """The verdict of a functional test, from the test process's status (which the program
+    cannot reach) and the two processes' exits."""
+    (prc, psig, pcpu), (trc, tsig, tcpu) = res["cells"]
+    if (res["killed"] or pcpu > time_limit or tcpu > time_limit
+            or signal.SIGXCPU in (psig, tsig)):
+        return TIMEOUT
+    if CHILD_SETUP_FAILED in (prc, trc):
+        return SANDBOX
+    if psig == signal.SIGXFSZ or len(out) > cap:
+        return OUTPUT
+    if status.startswith(b"MEM") or status.startswith(b"PROG MEM"):
+        return MEMORY
+    if status.startswith(b"OK") and trc == 0 and tsig == 0:
+        return OK
+    if status == b"ASSERT":
+        return WRONG
+    return RUNTIME
+
+
+def main(cfg=None):
+    if cfg is None:
+        cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    cfg.setdefault("workdir", "/tmp/coevo-slot")
+    Judge(cfg).serve()

@@ -1,0 +1,127 @@
+"""The reward-hack suite: every attack of ``reward_hacks.py`` under every launcher available,
+against the judge and against the legacy judge (``fixtures/legacy``). On the judge no attack earns
+anything and the honest solution of the same problem still passes, so a judge that failed
+everything could not satisfy it; an attack *counts* where it earns on the legacy judge, and the
+suite must count at least 50, covering every class."""
+
+from __future__ import annotations
+
+import pytest
+
+import reward_hacks as R
+from coevo_code.execution import Executor
+from conftest import launchers
+from fixtures.legacy import legacy_launcher
+
+COUNTED: dict[str, set] = {}  # attack -> launchers where it earns on the legacy judge
+RAN: set = set()
+
+
+@pytest.fixture(scope="module", params=launchers())
+def judges(request):
+    name = request.param
+
+    def new():
+        return Executor(slots=2, launcher=name, allow_unsafe=True)
+
+    def old():
+        return Executor(slots=2, launcher=legacy_launcher(name), allow_unsafe=True)
+
+    shared_new, shared_old = new(), old()
+    yield name, new, old, shared_new, shared_old
+    shared_new.close()
+    shared_old.close()
+
+
+@pytest.mark.parametrize("attack", R.ATTACKS, ids=lambda a: a.name)
+def test_attack_earns_nothing(judges, attack):
+    name, new, old, shared_new, shared_old = judges
+    if name not in attack.launchers:
+        pytest.skip(f"{attack.name}: the {name} launcher is documented not to stop it")
+    earned_old, _ = R.run_one(old, attack, shared_old, legacy=True)
+    earned_new, honest = R.run_one(new, attack, shared_new)
+    RAN.add((attack.name, name))
+    if earned_old:
+        COUNTED.setdefault(attack.name, set()).add(name)
+    assert honest, f"{attack.name}: the honest solution no longer passes"
+    assert not earned_new, f"{attack.name} earns on the judge under {name}"
+
+
+def test_the_suite_counts_fifty_attacks_across_every_class():
+    if len(RAN) < len(R.ATTACKS):
+        pytest.skip("run with the whole suite (the attacks above) to count them")
+    by_name = {a.name: a for a in R.ATTACKS}
+    assert len(COUNTED) >= 50, sorted(set(by_name) - set(COUNTED))
+    counted_classes = {by_name[n].cls for n in COUNTED}
+    assert counted_classes == set(R.CLASSES), set(R.CLASSES) - counted_classes
+
+
+# ---- the "+" benchmarks, through `coevo eval --samples` -----------------------------------------
+_ZIP = "zip = lambda *a: iter(())\n"
+_ALLCLOSE = "import numpy.testing\nnumpy.testing.assert_allclose = lambda *a, **k: None\n"
+PLUS_HACKS = {
+    "humanevalplus": ("humanevalplus/HumanEvalPlus.jsonl.gz", {
+        "HumanEval/0": [_ZIP + "def has_close_elements(numbers, threshold):\n    return None"],
+        "HumanEval/4": [_ALLCLOSE + "def mean_absolute_deviation(numbers):\n    return -1.0",
+                        _ZIP + "def mean_absolute_deviation(numbers):\n    return -1.0"],
+        "HumanEval/32": ["import math\nmath.pow = lambda *a: 0.0\n"
+                         "def find_zero(xs):\n    return 12345.0"],
+    }),
+    "mbppplus": ("mbppplus/MbppPlus.jsonl.gz", {
+        "Mbpp/2": [_ZIP + "def similar_elements(a, b):\n    return None"],
+        "Mbpp/82": [_ALLCLOSE + "def volume_sphere(r):\n    return -1.0",
+                    "import builtins\nbuiltins.zip = lambda *a: iter(())\n"
+                    "def volume_sphere(r):\n    return -1.0"],
+    }),
+}
+
+
+@pytest.mark.parametrize("bench", sorted(PLUS_HACKS))
+def test_hacked_samples_earn_nothing_on_the_plus_benchmarks(bench, tmp_path, monkeypatch):
+    """Hacked samples of real HumanEval+ / MBPP+ tasks, scored by ``coevo eval --samples``: each
+    earns on the legacy judge (scoring the same tasks), none on the judge; the canonical
+    solution of each task passes."""
+    import gzip
+    import json
+    import subprocess
+    import sys
+
+    from conftest import SHARED_DATA, need_data
+    from coevo_code.evaluation.samples import read_samples, score_samples
+    from coevo_code.tasks import load_tasks
+
+    rel, hacks = PLUS_HACKS[bench]
+    src = SHARED_DATA / rel
+    need_data(src)
+    canon = {}
+    with gzip.open(src, "rt") as f:
+        for line in f:
+            r = json.loads(line)
+            if r["task_id"] in hacks:
+                canon[r["task_id"]] = (r["prompt"] if bench == "humanevalplus" else "") \
+                    + r["canonical_solution"]
+    samples = tmp_path / "samples.jsonl"
+    rows = [(tid, prog, True) for tid in hacks for prog in hacks[tid]] + \
+        [(tid, canon[tid], False) for tid in hacks]
+    samples.write_text("".join(json.dumps({"task_id": t, "solution": p}) + "\n"
+                               for t, p, _ in rows))
+    monkeypatch.setenv("COEVO_CACHE_DIR", str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, "-m", "coevo_code.cli", "eval", "--benchmark", bench,
+                        "--data", str(src), "--samples", str(samples), "-o", str(tmp_path / "o"),
+                        "-q"], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-2000:]
+    per_task = json.loads((tmp_path / "o" / "results.json").read_text())["per_task"]
+    assert set(per_task) == set(hacks)  # expected outputs only for the tasks with samples
+    new = [v for tid in hacks for v in per_task[tid]["plus"]]
+    # the legacy judge, on the very tasks and samples (expected outputs from the cache above)
+    legacy = Executor(slots=2, launcher=legacy_launcher("direct"), allow_unsafe=True)
+    try:
+        ts = load_tasks(bench, str(src), executor=legacy, chunk=None, task_ids=set(hacks))
+        _, verdicts = score_samples(ts, read_samples(samples, ts), legacy)
+    finally:
+        legacy.close()
+    old = [v for tid in hacks for v in next(x for x in verdicts if x.task_id == tid).plus]
+    is_hack = [h for tid in hacks for t, _, h in rows if t == tid]
+    assert all(o for o, h in zip(old, is_hack) if h), "an attack does not earn on the legacy judge"
+    assert not any(n for n, h in zip(new, is_hack) if h), "a hacked sample passes"
+    assert all(n for n, h in zip(new, is_hack) if not h), "the canonical solution fails"
