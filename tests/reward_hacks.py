@@ -50,6 +50,7 @@ class Attack:
     launchers: tuple = ("bwrap", "direct")
     close_earns: bool = False  # earns when Executor.close() fails afterwards
     extra: dict = field(default_factory=dict)
+    after: Callable[[], None] | None = None  # removes what the attack left on the host
 
 
 def _row_passes(results, call=-1, job=0, row=0):
@@ -412,6 +413,34 @@ A += [
          "            if isinstance(x, (bytes, str)) and ('SECRET' in str(x)):\n"
          "                out.append(str(x))\nprint(' '.join(out[:10]))"),
 ]
+_SHM = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "libc.shmat.restype = ctypes.c_void_p\n"
+        "libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]\n"
+        "sid = libc.shmget(0x5EC1, 4096, 0o1666)\n"
+        "addr = libc.shmat(sid, None, 0) if sid >= 0 else None\n")
+_shm_write = {"id": "shm-writer", "kind": "stdio",
+              "programs": [_SHM + "if addr not in (None, ctypes.c_void_p(-1).value):\n"
+                                  "    ctypes.memmove(addr, b'SECRET-SHM-4669\\0', 16)"] * 4,
+              "tests": [{"input": "", "output": ""}]}
+_shm_read = {"id": "shm-reader", "kind": "stdio",
+             "programs": [_SHM + "ok = addr not in (None, ctypes.c_void_p(-1).value)\n"
+                                 "print(ctypes.string_at(addr).decode() if ok else 'none')",
+                          STDIO_HONEST],
+             "tests": ONE_STDIO * 4, "return_outputs": True}
+
+
+def _remove_shm():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    sid = libc.shmget(0x5EC1, 0, 0)
+    if sid >= 0:
+        libc.shmctl(sid, 0, None)  # IPC_RMID
+
+
+A.append(Attack("cross_job_sysv_shared_memory", "cross-cell and cross-job state",
+                [[_shm_write], [_shm_read]],
+                earned=lambda r: any("SECRET-SHM" in o for o in r[-1][0]["outputs"][0]),
+                fresh=True, after=_remove_shm))
 _leak_write = {"id": "writer", "kind": "stdio",
                "programs": ["import os\nfor d in ('..', '/tmp'):\n    try:\n"
                             "        open(os.path.join(d, 'SECRET-FILE-1618'), 'w').write('x')\n"
@@ -519,7 +548,11 @@ def legacy_calls(attack: Attack) -> list[list[dict]]:
 
 
 def run_attack(ex, attack: Attack, legacy: bool = False) -> list[list[dict]]:
-    return [ex.run(call) for call in (legacy_calls(attack) if legacy else attack.calls)]
+    try:
+        return [ex.run(call) for call in (legacy_calls(attack) if legacy else attack.calls)]
+    finally:
+        if attack.after is not None:
+            attack.after()
 
 
 def earned(attack: Attack, results) -> bool:

@@ -40,6 +40,20 @@ def test_execute_file_to_file_with_a_bad_line(tmp_path):
     assert "cells/s" in r.stderr and "start-up" in r.stderr
 
 
+def test_execute_gives_a_json_line_that_is_not_an_object_an_error_and_runs_the_rest(tmp_path):
+    src = tmp_path / "jobs.jsonl"
+    src.write_text("\n".join([json.dumps(JOBS[0]), "[1, 2]", '"a string"', "42", "null",
+                              json.dumps(JOBS[1])]) + "\n")
+    out = tmp_path / "m.jsonl"
+    r = coevo("execute", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    res = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(res) == 6 and res[0]["passed"] == [[True]] and res[5]["passed"] == [[True]]
+    for k, what in ((1, "list"), (2, "str"), (3, "int"), (4, "NoneType")):
+        assert f"line {k + 1}" in res[k]["error"] and "JSON object" in res[k]["error"], res[k]
+        assert what in res[k]["error"]
+
+
 def test_execute_stdin_to_stdout():
     r = coevo("execute", "-", "-o", "-", "-q", stdin="".join(json.dumps(j) + "\n" for j in JOBS))
     assert r.returncode == 0, r.stderr

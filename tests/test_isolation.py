@@ -165,3 +165,44 @@ def test_an_interpreter_under_tmp_runs_programs(launcher):
         assert r.returncode == 0, r.stderr[-2000:]
         prefix, used, passed = json.loads(r.stdout.strip().splitlines()[-1])
         assert prefix == str(venv) and used == launcher and passed == [[True]]
+
+
+def test_outcome_codes_inside_equal_the_hosts():
+    from coevo_code.execution.jobs import OUTCOMES
+    from coevo_code.sandbox import protocol
+    assert protocol.OUTCOMES == OUTCOMES
+
+
+def test_a_launcher_that_cannot_start_the_server_is_reported_with_the_fallback(monkeypatch):
+    """auto picks bubblewrap where it works; if the server then does not start under it, the
+    executor says why and falls back to the direct launcher instead of crashing."""
+    from coevo_code.execution.launchers import BwrapLauncher
+    monkeypatch.setattr(BwrapLauncher, "available", lambda self: (True, ""))
+    monkeypatch.setattr(BwrapLauncher, "command", lambda self, cfg: ["/bin/false"])
+    with Executor(slots=1, launcher="auto") as ex:
+        assert ex.isolation["launcher"] == "direct"
+        on, why = ex.isolation["layers"]["bubblewrap"]
+        assert not on and "did not start under it" in why and "fell back" in why
+        assert ex.run([{"programs": ["print(2)"], "tests": [{"input": "", "output": "2"}]}]
+                      )[0]["passed"] == [[True]]
+
+
+def test_seccomp_refuses_resource_calls_on_other_processes_and_memfds(executor):
+    prog = ("import os, resource\nout = []\n"
+            "for name, call in [('prlimit_parent', lambda: resource.prlimit(os.getppid(), resource.RLIMIT_CORE)),\n"
+            "                   ('setpriority_parent', lambda: os.setpriority(os.PRIO_PROCESS, os.getppid(), 1)),\n"
+            "                   ('affinity_parent', lambda: os.sched_setaffinity(os.getppid(), {0})),\n"
+            "                   ('memfd', lambda: os.memfd_create('x')),\n"
+            "                   ('prlimit_self', lambda: resource.prlimit(0, resource.RLIMIT_CORE)),\n"
+            "                   ('setrlimit_self', lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))]:\n"
+            "    try:\n        call()\n        out.append(name + '=ok')\n"
+            "    except OSError as e:\n        out.append(name + '=' + str(e.errno))\n"
+            "print(' '.join(out))")
+    res = executor.run([{"programs": [prog], "tests": [{"input": "", "output": ""}],
+                         "return_outputs": True}])[0]
+    got = dict(x.split("=") for x in res["outputs"][0][0].split())
+    if not executor.isolation["layers"]["seccomp"][0]:
+        pytest.skip("seccomp is off here")
+    assert got["prlimit_self"] == "ok" and got["setrlimit_self"] == "ok"
+    for name in ("prlimit_parent", "setpriority_parent", "affinity_parent", "memfd"):
+        assert got[name] == "1", (name, got)  # EPERM

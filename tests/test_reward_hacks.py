@@ -125,3 +125,29 @@ def test_hacked_samples_earn_nothing_on_the_plus_benchmarks(bench, tmp_path, mon
     assert all(o for o, h in zip(old, is_hack) if h), "an attack does not earn on the legacy judge"
     assert not any(n for n, h in zip(new, is_hack) if h), "a hacked sample passes"
     assert all(n for n, h in zip(new, is_hack) if not h), "the canonical solution fails"
+
+
+def test_probe_outputs_of_honest_programs_equal_the_legacy_judges(judges):
+    """The label-free labels cluster on probe outputs (the repr of a test's last expression): for
+    honest programs returning every kind of value that crosses by value, they are the same as
+    the legacy judge's, character for character."""
+    name, _, _, new, old = judges
+    values = ["None", "True", "-7", "2 ** 100", "0.1 + 0.2", "float('nan')", "1e300 * 10",
+              "3 - 4j", "'héllo\\n'", "b'\\x00ab'", "bytearray(b'xy')", "range(2, 9, 3)",
+              "[1, [2, (3, {4: 'x'})]]", "{'b': 1, 'a': [2]}", "{3, 1, 2}", "frozenset({5})",
+              "set()", "()", "(1,)",
+              "__import__('collections').Counter('abracadabra')",
+              "__import__('collections').OrderedDict([(2, 'b'), (1, 'a')])",
+              "__import__('collections').defaultdict(list, {1: [2]})",
+              "__import__('collections').deque([1, 2], maxlen=5)",
+              "__import__('collections').namedtuple('P', 'x y')(1, 2)",
+              "__import__('decimal').Decimal('1.10')", "__import__('fractions').Fraction(6, 4)",
+              "__import__('numpy').arange(6).reshape(2, 3)",
+              "__import__('numpy').float32(1.5)", "__import__('numpy').array([True, False])",
+              "int", "len", "[x * x for x in range(4)]", "{i: str(i) for i in range(3)}"]
+    programs = [f"def f(k):\n    return {v}" for v in values]
+    job = {"kind": "functional", "entry_point": "f", "programs": programs,
+           "tests": [{"code": "f(0)"}, {"code": "x = f(1)\nx"}], "return_outputs": True}
+    a, b = new.run([job])[0], old.run([job])[0]
+    assert a["outputs"] == b["outputs"]
+    assert all(all(row) for row in a["passed"])

@@ -56,8 +56,12 @@ CHILD_DENY = {
     # credentials
     "setuid": 105, "setgid": 106, "setreuid": 113, "setregid": 114, "setgroups": 116,
     "setresuid": 117, "setresgid": 119, "setfsuid": 122, "setfsgid": 123,
-    # anonymous memory files the address-space limit would not count
-    "memfd_create": 319,
+    # memory the address-space limit would not count, and state that outlives the cell:
+    # anonymous memory files, System V shared memory, semaphores and queues, POSIX queues
+    "memfd_create": 319, "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65,
+    "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
+    "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
+    "mq_notify": 244, "mq_getsetattr": 245,
 }
 # Calls that take a target process: allowed on the caller itself (pid 0) only, so that a cell can
 # change neither its server's limits nor any other process's (syscall -> index of the pid arg).
