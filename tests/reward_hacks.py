@@ -536,6 +536,22 @@ A += [
          "except OSError:\n    pass\ndef solve(xs):\n    return None"),
 ]
 
+# The judge decides a literal-only test (``assert f(literal) == literal``, a probe ``f(literal)``)
+# itself, calling the program; any other test runs in a test process. Every attack on such tests
+# runs both ways: as written, and with each test carrying an assert message (a test process).
+def _via_test_process(a: Attack) -> Attack | None:
+    jobs = a.calls[-1]
+    if len(a.calls) != 1 or any(j["kind"] != "functional" for j in jobs):
+        return None
+    tests = [t["code"] for t in jobs[0]["tests"]]
+    if not all(t.startswith("assert ") and "\n" not in t for t in tests):
+        return None
+    job = dict(jobs[0], tests=[{"code": t + ", 'in a test process'"} for t in tests])
+    return Attack(a.name + "_via_test_process", a.cls, [[job]], earned=a.earned, honest=a.honest,
+                  fresh=a.fresh, launchers=a.launchers, extra=a.extra)
+
+
+A += [v for v in map(_via_test_process, list(A)) if v is not None]
 ATTACKS = A
 CLASSES = sorted({a.cls for a in A})
 

@@ -60,9 +60,13 @@ def encode(v, handle):
     t = type(v)
     if t in _SCALARS:
         return v
-    if t is list:
+    if t is list:  # flat lists and tuples of scalars (most inputs and answers): no recursion
+        if _SCALARS.issuperset(map(type, v)):
+            return ("L", tuple(v))
         return ("L", tuple([encode(x, handle) for x in v]))
     if t is tuple:
+        if _SCALARS.issuperset(map(type, v)):
+            return ("T", v)
         return ("T", tuple([encode(x, handle) for x in v]))
     if t is dict:
         return ("D", tuple([encode(k, handle) for k in v]),
@@ -139,9 +143,15 @@ def decode(x, handle, depth=0):
         return decode(y, handle, d)
 
     if tag == "L":
-        return [dec(i) for i in _seq(_items(x, 2)[1])]
+        items = _seq(_items(x, 2)[1])
+        if _SCALARS.issuperset(map(type, items)):
+            return list(items)
+        return [dec(i) for i in items]
     if tag == "T":
-        return tuple([dec(i) for i in _seq(_items(x, 2)[1])])
+        items = _seq(_items(x, 2)[1])
+        if _SCALARS.issuperset(map(type, items)):
+            return items
+        return tuple([dec(i) for i in items])
     if tag in ("D", "C", "O"):
         _items(x, 3)
         keys, vals = [dec(k) for k in _seq(x[1])], [dec(v) for v in _seq(x[2])]

@@ -12,6 +12,7 @@ test process holds. See docs/EXECUTION.md for the threat model.
 """
 
 import ast
+import builtins
 import json
 import marshal
 import os
@@ -24,6 +25,8 @@ from . import seccomp
 from .protocol import (CHILD_SETUP_FAILED, EXIT_MEMORY, MEMORY, OK, OUTPUT, RETURN_OUTPUT_CAP,
                        RUNTIME, SANDBOX, STATUS_CAP, SYNTAX, TIMEOUT, WRONG, recv, recv_msg,
                        send, send_msg)
+from .codec import CodecError, decode, encode
+from .protocol import ProtocolError
 from .zygote import Zygote, fresh_depth, sealed_memfd
 
 INPUT_CACHE_BYTES = 64 << 20  # test inputs kept as sealed memfds across units
@@ -34,9 +37,14 @@ class ZygoteGone(RuntimeError):
     pass
 
 
-def uses_modules(code, roots):
+def _no_handle(obj):
+    raise TypeError("a %s cannot be passed to the program" % type(obj).__name__)
+
+
+def uses_modules(code, roots, nested=True):
     """Whether compiled code may import one of the top-level modules ``roots`` (import statements
-    put the module name in co_names; ``__import__("x")`` and importlib leave it in co_consts)."""
+    put the module name in co_names; ``__import__("x")`` and importlib leave it in co_consts);
+    with ``nested=False``, only its own top level, not the functions it defines."""
     stack = [code]
     while stack:
         c = stack.pop()
@@ -47,7 +55,7 @@ def uses_modules(code, roots):
             if isinstance(k, str):
                 if k.split(".")[0] in roots:
                     return True
-            elif hasattr(k, "co_names"):
+            elif nested and hasattr(k, "co_names"):
                 stack.append(k)
     return False
 
@@ -68,6 +76,82 @@ def compile_test(src):
         return compile(tree, "test.py", "exec", dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return compile("raise SyntaxError('the test does not compile')", "test.py", "exec")
+
+
+_BUILTIN_NAMES = frozenset(vars(builtins))
+_NO_VALUE = object()
+JUDGE_FRAME_CAP = 64 << 20  # the largest answer the judge reads from a program
+
+
+class NeedsTestProcess(Exception):
+    """A test the judge cannot decide alone after all (an answer holding numpy values)."""
+
+
+def literal_call(src, entry, setup_code):
+    """``(name, args, kwargs, expected)`` when a test is exactly ``assert NAME(literals) ==
+    literal`` (expected) or ``NAME(literals)`` (a probe: expected is ``_NO_VALUE``), with NAME
+    a global of the program the test process would bind (not a builtin's or a standard module's
+    name unless it is the entry point, not one the setup defines); else None. Such a test needs
+    no code of its own: the judge calls the program and compares the answer itself, with the
+    same exact-type values and the same ``==`` the test process would use."""
+    try:
+        tree = ast.parse(src, "test.py")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if len(tree.body) != 1:
+        return None
+    node = tree.body[0]
+    if (isinstance(node, ast.Assert) and node.msg is None and isinstance(node.test, ast.Compare)
+            and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq)):
+        call, exp = node.test.left, node.test.comparators[0]
+    elif isinstance(node, ast.Expr):
+        call, exp = node.value, None
+    else:
+        return None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+        return None
+    name = call.func.id
+    if name.startswith("__") or name in setup_code.co_names:
+        return None
+    if name != entry and (name in _BUILTIN_NAMES or name in sys.stdlib_module_names):
+        return None
+    try:
+        args = tuple(ast.literal_eval(a) for a in call.args if not isinstance(a, ast.Starred))
+        if len(args) != len(call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+        expected = _NO_VALUE if exp is None else ast.literal_eval(exp)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return name, args, kwargs, expected
+
+
+class _Opaque:
+    """The judge's stand-in for a handle: equal only to itself; its repr is the program's."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, k, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+def _judge_decode(tree):
+    def handle(k, text):
+        return _Opaque(k, text)
+    if "numpy" not in sys.modules and _has_numpy_tag(tree):
+        raise NeedsTestProcess
+    return decode(tree, handle)
+
+
+def _has_numpy_tag(x, depth=0):
+    if type(x) is not tuple or depth > 200:
+        return False
+    if x and x[0] in ("NA", "NS"):
+        return True
+    return any(_has_numpy_tag(y, depth + 1) for y in x[1:])
 
 
 def same_tokens(actual, expected):
@@ -175,6 +259,7 @@ class Judge:
             os.chmod(d, 0o700)
             self.dirs[role] = d
         self.dir_ids = {r: os.stat(d).st_ino for r, d in self.dirs.items()}
+        self.dir_ctimes = {}
         depth = fresh_depth()  # before seccomp forbids exec
         preload = list(cfg.get("preload", []))
         heavy = list(cfg.get("heavy_preload", []))
@@ -279,14 +364,19 @@ class Judge:
         return res
 
     def _clean(self):
+        """Empty the work dirs a cell changed. A dir's ctime moves with every entry made or
+        removed in it, and no call can set it back (``utime`` moves it too), so an unchanged
+        ctime means an untouched dir."""
         for role, d in self.dirs.items():
             try:
-                same = os.stat(d).st_ino == self.dir_ids[role]
+                st = os.stat(d)
             except OSError:
-                same = False
-            if not same:
+                st = None
+            if st is None or st.st_ino != self.dir_ids[role]:
                 raise RuntimeError("a cell replaced its work dir %s" % d)
-            empty_dir(d)
+            if st.st_ctime_ns != self.dir_ctimes.get(role):
+                empty_dir(d)
+                self.dir_ctimes[role] = os.stat(d).st_ctime_ns
 
     # ---- one unit: one program against a list of tests -----------------------------------------
     def run_unit(self, req):
@@ -306,16 +396,22 @@ class Judge:
             return {"outcomes": [SYNTAX] * n, "outputs": outputs, "cpu": cpu,
                     "detail": "%s: %s" % (type(e).__name__, e)}
         compiled = [compile_test(t) for t in tests] if kind != "stdio" else None
+        entry = req.get("entry_point")
+        fast = ([literal_call(t, entry, setup) for t in tests] if kind != "stdio"
+                else None)
         zygote = self.zygotes["light"]
+        # numpy's zygote for a program or a test that imports it, or a setup that does so at its
+        # top level (evalplus's checks import it inside a function, only on a float mismatch:
+        # that test pays the import itself, the others keep the light zygote's cheap forks)
         if "heavy" in self.zygotes and (
-                uses_modules(code, self.heavy_roots) or uses_modules(setup, self.heavy_roots)
+                uses_modules(code, self.heavy_roots)
+                or uses_modules(setup, self.heavy_roots, nested=False)
                 or any(uses_modules(c, self.heavy_roots) for c in compiled or ())):
             zygote = self.zygotes["heavy"]
         limits = {"time": float(req["time"]), "wall": float(req["wall"]),
                   "mem_mb": float(req["mem_mb"]), "out_cap": int(float(req["out_mb"]) * (1 << 20))}
         time_limit, cap = limits["time"], limits["out_cap"]
         expected = req.get("expected")
-        entry = req.get("entry_point")
         outcomes = []
         code_fd = sealed_memfd(marshal.dumps((code, setup)))
         try:
@@ -333,19 +429,18 @@ class Judge:
                         else:
                             outcome = OK if same_tokens(out, expected[i]) else WRONG
                     text = out.decode("utf-8", "replace") if want_out else ""
-                else:
-                    t_fd = sealed_memfd(marshal.dumps((setup, compiled[i], entry)))
+                elif fast[i] is not None and zygote is self.zygotes["light"]:
                     try:
-                        res = self._spawn(zygote, dict(limits, mode="func"),
-                                          [code_fd, t_fd, self.out_fd, self.st_fd])
-                    finally:
-                        os.close(t_fd)
-                    out = take_memfd(self.out_fd, cap + 1)
-                    status = take_memfd(self.st_fd, STATUS_CAP)
-                    used = res["cells"][0][2]
-                    outcome = _functional_outcome(res, time_limit, out, cap, status)
-                    text = (status[2:].decode("utf-8", "replace")
-                            if want_out and outcome == OK else "")
+                        outcome, text, used = self.run_call(limits, code_fd, fast[i], want_out)
+                    except NeedsTestProcess:
+                        fast[i] = None
+                        outcome = None
+                    if outcome is None:  # decided by a test process after all
+                        outcome, text, used = self.run_test_cell(zygote, limits, code_fd, setup,
+                                                                 compiled[i], entry, want_out)
+                else:
+                    outcome, text, used = self.run_test_cell(zygote, limits, code_fd, setup,
+                                                             compiled[i], entry, want_out)
                 cpu[i] = used
                 outcomes.append(outcome)
                 if want_out:
@@ -353,6 +448,95 @@ class Judge:
         finally:
             os.close(code_fd)
         return {"outcomes": outcomes, "outputs": outputs, "cpu": cpu}
+
+    def run_test_cell(self, zygote, limits, code_fd, setup, test, entry, want_out):
+        """A functional test in a process of its own, calling the program in another."""
+        t_fd = sealed_memfd(marshal.dumps((setup, test, entry)))
+        try:
+            res = self._spawn(zygote, dict(limits, mode="func"),
+                              [code_fd, t_fd, self.out_fd, self.st_fd])
+        finally:
+            os.close(t_fd)
+        cap = limits["out_cap"]
+        out = take_memfd(self.out_fd, cap + 1)
+        status = take_memfd(self.st_fd, STATUS_CAP)
+        outcome = _functional_outcome(res, limits["time"], out, cap, status)
+        text = status[2:].decode("utf-8", "replace") if want_out and outcome == OK else ""
+        return outcome, text, res["cells"][0][2]
+
+    def run_call(self, limits, code_fd, call, want_out):
+        """A literal-only test, decided here: one call into the program over two pipes, the
+        answer decoded to exact types and compared (or, for a probe, its repr taken) by the
+        judge. Returns (outcome, output text, cpu seconds)."""
+        name, args, kwargs, expected = call
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        try:
+            self.counter += 1
+            sock = self.zygotes["light"][1]
+            try:
+                send_msg(sock, dict(limits, mode="call"), [code_fd, self.out_fd, req_r, rep_w])
+            except OSError as e:
+                raise ZygoteGone("the zygote died: %s" % e)
+            os.close(req_r)
+            os.close(rep_w)
+            req_r = rep_w = None
+            reply = None
+            try:
+                send(req_w, ("callname", name, encode(args, _no_handle),
+                             encode(kwargs, _no_handle)))
+                reply = recv(rep_r, JUDGE_FRAME_CAP)
+            except (EOFError, OSError, ProtocolError, ValueError, TypeError):
+                reply = None  # the program died, hung until killed, or broke the protocol
+            finally:
+                os.close(req_w)
+                req_w = None
+            try:
+                res, extra = recv_msg(sock)
+            except (EOFError, OSError) as e:
+                raise ZygoteGone("the zygote died: %s" % e)
+            for fd in extra:
+                os.close(fd)
+            if "error" in res:
+                raise ZygoteGone(res["error"])
+            self._clean()
+        finally:
+            for fd in (req_r, req_w, rep_r, rep_w):
+                if fd is not None:
+                    os.close(fd)
+        cap = limits["out_cap"]
+        out = take_memfd(self.out_fd, cap + 1)
+        (rc, sig, used), = res["cells"]
+        if res["killed"] or used > limits["time"] or sig == signal.SIGXCPU:
+            return TIMEOUT, "", used
+        if rc == CHILD_SETUP_FAILED:
+            return SANDBOX, "", used
+        if sig == signal.SIGXFSZ or len(out) > cap:
+            return OUTPUT, "", used
+        if type(reply) is not tuple or not reply:
+            return RUNTIME, "", used
+        if reply[0] in ("raise", "dead"):
+            mem = reply[1:2] in (("MemoryError",), ("MEM",))
+            return (MEMORY if mem else RUNTIME), "", used
+        if reply[0] != "ok" or len(reply) != 2:
+            return RUNTIME, "", used
+        try:
+            value = _judge_decode(reply[1])
+        except (CodecError, RecursionError):
+            return RUNTIME, "", used
+        except MemoryError:
+            return MEMORY, "", used
+        if expected is _NO_VALUE:
+            text = ""
+            if want_out:
+                text = repr(value).encode("utf-8", "replace")[:RETURN_OUTPUT_CAP * 4].decode(
+                    "utf-8", "replace")
+            return OK, text, used
+        try:
+            same = bool(value == expected)
+        except Exception:  # noqa: BLE001 - an ambiguous comparison, as assert would raise
+            return RUNTIME, "", used
+        return (OK if same else WRONG), "", used
 
     def run_checker(self, limits, checker, test, expected, out):
         arg = repr((test.decode("utf-8", "replace"), expected.decode("utf-8", "replace"),

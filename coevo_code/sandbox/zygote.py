@@ -24,6 +24,9 @@ import time
 from . import cell, landlock, seccomp
 from .protocol import CHILD_SETUP_FAILED, recv_msg, send_msg
 
+LOW_FDS = 16  # descriptors below this are held by the zygote (see Zygote.__init__)
+VM_REFRESH = 256  # the zygote's own address-space size is re-read every this many cells
+
 _DEPTH_PROBE = ("def depth(n):\n    try:\n        return depth(n + 1)\n"
                 "    except RecursionError:\n        return n\nprint(depth(0))\n")
 
@@ -37,14 +40,6 @@ def fresh_depth():
         return int(r.stdout)
     except (OSError, ValueError, subprocess.SubprocessError):
         return None
-
-
-def _high(fd):
-    """Move ``fd`` to 64 or above (close-on-exec), so that a cell's dup2 onto 0-6 never
-    overwrites a descriptor it has yet to take."""
-    new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64)
-    os.close(fd)
-    return new
 
 
 def _close(fds):
@@ -76,6 +71,15 @@ class Zygote:
         self.layers = {}
         self.pid = os.getpid()
         self.devnull = os.open(os.devnull, os.O_RDWR)
+        # Hold the low descriptors, so that every one received or made per cell lands above the
+        # numbers a cell's dup2 writes to (0-6): no moving them around on the hot path.
+        for fd in range(3, LOW_FDS):
+            try:
+                os.fstat(fd)
+            except OSError:
+                os.dup2(self.devnull, fd, inheritable=False)
+        self.vm_now = 0
+        self.spawned = 0
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.ticks = os.sysconf("SC_CLK_TCK")
         self.default_recursion = sys.getrecursionlimit()
@@ -123,7 +127,7 @@ class Zygote:
             try:
                 for role, d in self.dirs.items():
                     fd, _ = landlock.build(abi, cfg.get("read_paths", []), [d], [os.devnull])
-                    self.rulesets[role] = _high(fd)
+                    self.rulesets[role] = fd
                 self.ll_scoped = abi >= 6
                 what = "files: read-only allowlist, writes only in the cell's own work dir"
                 what += "; TCP bind/connect denied" if abi >= 4 else "; (no TCP rules: ABI < 4)"
@@ -256,7 +260,6 @@ class Zygote:
                 msg, fds = recv_msg(self.sock)
             except (EOFError, OSError):
                 return
-            fds = [_high(fd) for fd in fds]
             try:
                 res = self.spawn(msg, fds)
             except Exception as e:  # a bug here must not kill the zygote silently
@@ -278,17 +281,22 @@ class Zygote:
         elif mode == "func":  # fds: program code, test code, stdout, status
             to_prog_r, to_prog_w = os.pipe()
             to_test_r, to_test_w = os.pipe()
-            pipes = [_high(fd) for fd in (to_prog_r, to_prog_w, to_test_r, to_test_w)]
-            to_prog_r, to_prog_w, to_test_r, to_test_w = pipes
+            pipes = [to_prog_r, to_prog_w, to_test_r, to_test_w]
             plan = [("p", {0: dn, 1: fds[2], 2: dn, 3: fds[0], 4: to_prog_r, 5: to_test_w},
                      cell.serve_program, ()),
                     ("t", {0: dn, 1: dn, 2: dn, 3: fds[1], 4: to_test_r, 5: to_prog_w,
                            6: fds[3]}, cell.run_test, (True,))]
+        elif mode == "call":  # fds: program code, stdout, requests, answers (the judge asks)
+            plan = [("p", {0: dn, 1: fds[1], 2: dn, 3: fds[0], 4: fds[2], 5: fds[3]},
+                     cell.serve_program, ())]
         elif mode == "checker":  # fds: checker code, status
             plan = [("t", {0: dn, 1: dn, 2: dn, 3: fds[0], 6: fds[1]}, cell.run_test, (False,))]
         else:
             raise ValueError("unknown mode %r" % (mode,))
-        vm_now = self._vm_size()  # the memory limit is on top of what the zygote maps
+        if self.spawned % VM_REFRESH == 0:  # the memory limit is on top of what the zygote maps
+            self.vm_now = self._vm_size()
+        self.spawned += 1
+        vm_now = self.vm_now
         t0 = time.monotonic()
         pids = []
         try:
