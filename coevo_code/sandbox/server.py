@@ -348,11 +348,15 @@ class Judge:
                 res = {"error": "unknown op %r" % (op,)}
             send(self.wfd, res)
 
-    def _spawn(self, zygote, req, fds):
+    def _spawn(self, zygote, req, fds, during=None):
+        """Have ``zygote`` run one cell; ``during()``, if given, runs while the cell does (the
+        judge talking to the program). Returns the zygote's report."""
         self.counter += 1
         sock = zygote[1]
         try:
             send_msg(sock, req, fds)
+            if during is not None:
+                during()
             res, extra = recv_msg(sock)
         except (EOFError, OSError) as e:
             raise ZygoteGone("the zygote died: %s" % e)
@@ -471,17 +475,14 @@ class Judge:
         name, args, kwargs, expected = call
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        try:
-            self.counter += 1
-            sock = self.zygotes["light"][1]
-            try:
-                send_msg(sock, dict(limits, mode="call"), [code_fd, self.out_fd, req_r, rep_w])
-            except OSError as e:
-                raise ZygoteGone("the zygote died: %s" % e)
-            os.close(req_r)
-            os.close(rep_w)
-            req_r = rep_w = None
-            reply = None
+        mine = {req_r, req_w, rep_r, rep_w}
+        reply = None
+
+        def talk():
+            nonlocal reply
+            for fd in (req_r, rep_w):  # the cell holds these now: EOF when it dies
+                os.close(fd)
+                mine.discard(fd)
             try:
                 send(req_w, ("callname", name, encode(args, _no_handle),
                              encode(kwargs, _no_handle)))
@@ -489,21 +490,15 @@ class Judge:
             except (EOFError, OSError, ProtocolError, ValueError, TypeError):
                 reply = None  # the program died, hung until killed, or broke the protocol
             finally:
-                os.close(req_w)
-                req_w = None
-            try:
-                res, extra = recv_msg(sock)
-            except (EOFError, OSError) as e:
-                raise ZygoteGone("the zygote died: %s" % e)
-            for fd in extra:
-                os.close(fd)
-            if "error" in res:
-                raise ZygoteGone(res["error"])
-            self._clean()
+                os.close(req_w)  # the program's cue to end
+                mine.discard(req_w)
+
+        try:
+            res = self._spawn(self.zygotes["light"], dict(limits, mode="call"),
+                              [code_fd, self.out_fd, req_r, rep_w], during=talk)
         finally:
-            for fd in (req_r, req_w, rep_r, rep_w):
-                if fd is not None:
-                    os.close(fd)
+            for fd in mine:
+                os.close(fd)
         cap = limits["out_cap"]
         out = take_memfd(self.out_fd, cap + 1)
         (rc, sig, used), = res["cells"]
