@@ -206,3 +206,21 @@ def test_seccomp_refuses_resource_calls_on_other_processes_and_memfds(executor):
     assert got["prlimit_self"] == "ok" and got["setrlimit_self"] == "ok"
     for name in ("prlimit_parent", "setpriority_parent", "affinity_parent", "memfd"):
         assert got[name] == "1", (name, got)  # EPERM
+
+
+@pytest.mark.parametrize("launcher", launchers())
+def test_an_interpreter_named_through_dot_dot_runs_programs(launcher, tmp_path):
+    """``cd tests && ../.venv/bin/python ...``: the interpreter's path names directories that
+    bubblewrap does not bind; the launcher runs it by its normalised path."""
+    import subprocess
+    import sys
+    odd = os.path.relpath(sys.executable, tmp_path)  # ../../.. through a dir bwrap hides
+    code = ("from coevo_code.execution import Executor\n"
+            f"with Executor(slots=1, launcher={launcher!r}) as ex:\n"
+            "    print(ex.run([{'programs': ['print(7)'], 'tests': [{'input': '', 'output': '7'}]}])"
+            "[0]['passed'])\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([odd, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "[[True]]"

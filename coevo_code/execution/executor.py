@@ -78,9 +78,11 @@ class Slot:
             if "error" in self.hello:
                 raise SlotDied(self.hello["error"])
         except SlotDied as e:
+            said = self.channel.stderr_tail() if self.channel is not None else ""
             self.close()
             raise RuntimeError(f"the sandbox server of slot {self.index} did not start "
-                               f"({self.launcher.name} launcher): {e}") from None
+                               f"({self.launcher.name} launcher): {e}"
+                               + (f" ({said})" if said else "")) from None
         return self.hello
 
     def close(self) -> None:

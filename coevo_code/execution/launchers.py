@@ -65,6 +65,12 @@ def server_command(python: str, cfg: dict) -> list[str]:
     return [python, "-I", "-c", BOOTSTRAP, sandbox_sources(), json.dumps(cfg)]
 
 
+def interpreter() -> str:
+    """This interpreter's path, normalised: ``tests/../.venv/bin/python`` names a directory
+    (``tests``) that is not bound inside bubblewrap."""
+    return os.path.normpath(os.path.abspath(sys.executable))
+
+
 def python_paths() -> list[str]:
     """The interpreter's installation and the packages programs may import: nothing else."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
@@ -121,6 +127,18 @@ class Channel:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def stderr_tail(self) -> str:
+        """The last line the process wrote to stderr, if any (never blocks)."""
+        err = getattr(getattr(self, "proc", None), "stderr", None)
+        if err is None:
+            return ""
+        try:
+            data = os.read(err.fileno(), 1 << 16) or b""
+        except (OSError, ValueError):
+            return ""
+        lines = data.decode("utf-8", "replace").strip().splitlines()
+        return lines[-1][:500] if lines else ""
+
     def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -130,7 +148,7 @@ class Channel:
             self.proc.kill()
         except OSError:
             pass
-        for f in (self.proc.stdin, self.proc.stdout):
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 f.close()
             except OSError:
@@ -167,9 +185,12 @@ class Launcher:
                 "landlock": True, "seccomp": True}
 
     def start(self, cfg: dict) -> Channel:
+        # stderr: what bubblewrap or the interpreter says before the judge takes over (it then
+        # points its own at /dev/null), read when the judge does not start
         proc = subprocess.Popen(self.command(cfg), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env=dict(SERVER_ENV),
+                                stderr=subprocess.PIPE, env=dict(SERVER_ENV),
                                 start_new_session=True, close_fds=True, cwd="/")
+        os.set_blocking(proc.stderr.fileno(), False)
         return Channel(proc, self.name)
 
 
@@ -191,7 +212,7 @@ class DirectLauncher(Launcher):
         return cfg
 
     def command(self, cfg):
-        return server_command(sys.executable, cfg)
+        return server_command(interpreter(), cfg)
 
 
 class BwrapLauncher(Launcher):
@@ -271,7 +292,7 @@ class BwrapLauncher(Launcher):
         return super().slot_config(slot, "/tmp", preload, use_uid, heavy_preload)
 
     def command(self, cfg):
-        return self._wrap(server_command(sys.executable, cfg), cfg=cfg)
+        return self._wrap(server_command(interpreter(), cfg), cfg=cfg)
 
 
 class DockerLauncher(Launcher):
