@@ -4,7 +4,10 @@ Interleaves the two executors, repeat after repeat, on the same workloads and re
 throughput of each and their ratio:
 
 - ``stdio``: the 40 x 40 stdio workload of ``benchmarks/executor.py``;
-- ``functional``: 40 programs x 40 tests ``assert f(x) == y`` (right, wrong, crashing, slow);
+- ``functional``: 40 programs x 40 tests ``assert f(x) == y`` (right, wrong, crashing): literal
+  tests, which the judge decides itself with one call into the program;
+- ``functional_test_process``: the same tests with an assert message, so that each runs in a
+  test process of its own (the path of every test that is not literal-only);
 - ``expected`` (with ``--plus``): the cold computation of HumanEval+ / MBPP+ expected outputs on a
   seeded sample of tasks (each judge with an empty cache of its own).
 
@@ -99,7 +102,10 @@ def main() -> int:
     name = choose_launcher(args.launcher)[0].name
     new = Executor(slots=args.slots, launcher=name)
     old = Executor(slots=args.slots, launcher=legacy_launcher(name))
-    jobs = {"stdio": stdio_job(), "functional": functional_job()}
+    func = functional_job()
+    jobs = {"stdio": stdio_job(), "functional": func,
+            "functional_test_process": dict(func, tests=[{"code": t["code"] + ", 'message'"}
+                                                         for t in func["tests"]])}
     figures: dict = {"launcher": name, "slots": args.slots, "repeats": args.repeats}
     try:
         for ex in (new, old):  # warm both
@@ -120,7 +126,7 @@ def main() -> int:
                              "new_runs_s": [round(t, 3) for t in t_new],
                              "legacy_runs_s": [round(t, 3) for t in t_old],
                              "same_outcomes": same}
-            print(f"{kind:<10}: new {rn:7.1f} cells/s, legacy {ro:7.1f} cells/s, ratio "
+            print(f"{kind:<24}: new {rn:7.1f} cells/s, legacy {ro:7.1f} cells/s, ratio "
                   f"{rn / ro:.3f} (medians of {args.repeats}; {same}/{cells} outcomes equal)")
         if args.plus:
             for bench, rel in (("humanevalplus", "humanevalplus/HumanEvalPlus.jsonl.gz"),

@@ -321,7 +321,7 @@ _RAW_SCAN = (  # page by page through a pipe: write() fails with EFAULT on unmap
     "me = open(0).read()\n"
     "found = []\n"
     "base = id(needles) & ~0xFFF\n"
-    "for page in range(base - (96 << 20), base + (96 << 20), 4096):\n"
+    "for page in range(base - (256 << 20), base + (256 << 20), 4096):\n"
     "    if page <= 0 or libc.write(w, page, 4096) != 4096:\n"
     "        continue\n"
     "    data = os.read(r, 4096)\n"
