@@ -151,3 +151,45 @@ def test_probe_outputs_of_honest_programs_equal_the_legacy_judges(judges):
     a, b = new.run([job])[0], old.run([job])[0]
     assert a["outputs"] == b["outputs"]
     assert all(all(row) for row in a["passed"])
+
+
+def test_the_judge_and_a_test_process_agree_on_odd_answers(judges):
+    """A literal test is decided by the judge, any other by a test process: the same answer gets
+    the same verdict both ways, a huge int, a forged frame and a decode the codec refuses
+    included, and none of them costs the judge its slot (no sandbox_error)."""
+    name, _, _, new, _ = judges
+    programs = [
+        "def f(x):\n    return 10 ** 5000",
+        "import os, struct, marshal\ndef f(x):\n    data = marshal.dumps(('ok', ('Q', (), 2 ** 70)))"
+        "\n    os.write(5, struct.pack('>I', len(data)) + data)\n    os._exit(0)",
+        "def f(x):\n    return {i: i for i in range(20000)}",
+        "from fractions import Fraction\ndef f(x):\n    return Fraction(10 ** 400 + 1, 3)",
+        "def f(x):\n    return [[x] * 3] * 50000",
+    ]
+    job = {"kind": "functional", "entry_point": "f", "programs": programs,
+           "tests": [{"code": "f(1)"}, {"code": "x = 1\nf(1)"},
+                     {"code": "assert f(1) == 2"}, {"code": "assert f(1) == 2, 'slow path'"}],
+           "return_outputs": True}
+    res = new.run([job])[0]
+    for row, outs in zip(res["outcomes"], res["outputs"]):
+        assert "sandbox_error" not in row, row
+        assert row[0] == row[1] and row[2] == row[3], row
+        assert outs[0] == outs[1]
+
+
+def test_an_answer_that_would_stall_the_judge_is_left_to_a_test_process(judges):
+    """marshal shares repeated sub-trees, so a 1 KB frame can name 2**60 nodes: the judge gives
+    such an answer to a test process (CPU-limited) instead of decoding it without a limit."""
+    import time
+    name, _, _, new, _ = judges
+    bomb = ("import os, struct, marshal\ndef f(x):\n    v = ('L', (1,))\n"
+            "    for i in range(60):\n        v = ('L', (v, v))\n"
+            "    data = marshal.dumps(('ok', v))\n"
+            "    os.write(5, struct.pack('>I', len(data)) + data)\n    os._exit(0)\n")
+    job = {"kind": "functional", "entry_point": "f", "programs": [bomb, "def f(x):\n    return 2"],
+           "tests": [{"code": "assert f(1) == 2"}], "time_limit_s": 1.0}
+    t0 = time.monotonic()
+    res = new.run([job])[0]
+    assert time.monotonic() - t0 < 15
+    assert res["outcomes"][0][0] in ("runtime_error", "timeout", "memory_limit")
+    assert res["outcomes"][1] == ["ok"]

@@ -339,6 +339,10 @@ class _Link:
                 self.gone = "MEM"
                 raise ProgramGone("MEM")
             cls = _PASSABLE.get(name)
+            if cls in (StopIteration, StopAsyncIteration) and msg[:1] != ("op",):
+                # as Python does for a generator: a StopIteration out of a call would end the
+                # test's own map()/filter()/for early, turning all() and any() into passes
+                cls, text = RuntimeError, "%s raised by the program" % name
             e = cls(text) if cls is not None else ProgramError("%s: %s" % (name, text))
             e._coevo_from_program = True
             raise e
@@ -401,8 +405,11 @@ class Handle:
     def __getitem__(self, key):
         return self._op("getitem", key)
 
-    def __contains__(self, item):
-        return self._op("contains", item)
+    def __contains__(self, item):  # decided here, with the test's ==, over what it yields
+        for x in self:
+            if x is item or x == item:
+                return True
+        return False
 
     def __str__(self):
         return self._op("str")
@@ -415,25 +422,68 @@ class Handle:
     __hash__ = object.__hash__
 
 
-_MODULE_ALIASES = {("np", "numpy"), ("pd", "pandas")}
+_MODULE_ALIASES = {("np", "numpy"), ("pd", "pandas"), ("plt", "matplotlib.pyplot"),
+                   ("nx", "networkx"), ("sp", "scipy")}
+# Names a program brings in with ``from M import N`` and tests then use unqualified: bound to the
+# standard library's own object, never to the program's, whatever the program defined under them.
+_STDLIB_FROM = ("math", "collections", "itertools", "functools", "heapq", "bisect", "operator",
+                "statistics", "string", "re", "fractions", "decimal", "copy", "random", "typing",
+                "cmath", "datetime")
+
+
+def _stdlib_names():
+    table = getattr(_stdlib_names, "cache", None)
+    if table is None:
+        import importlib
+        table = {}
+        for mod in reversed(_STDLIB_FROM):  # the first listed wins a name two modules share
+            try:
+                m = importlib.import_module(mod)
+            except ImportError:
+                continue
+            for attr in dir(m):
+                if not attr.startswith("_"):
+                    table[attr] = (m, attr)
+        _stdlib_names.cache = table
+    return table
+
+
+_BUILTINS = frozenset(vars(builtins))
+
+
+def _module_names():
+    return set(sys.stdlib_module_names) | {alias for alias, _ in _MODULE_ALIASES} | {
+        mod.split(".")[0] for _, mod in _MODULE_ALIASES}
+
+
+def binds_program_object(name, entry_point):
+    """Whether a test process binds the program's own object under ``name`` (the rules of
+    ``_bind_program``): the entry point always; else not a builtin's, a module's or a common
+    standard export's name, nor a dunder."""
+    if name == entry_point:
+        return True
+    return not (name.startswith("__") or name in _BUILTINS or name in _module_names()
+                or name in _stdlib_names())
 
 
 def _bind_program(g, link, entry_point):
     """The program's names in the test's namespace: its functions and classes as handles, its
     plain values decoded, the modules it imported imported here (under their own name). A
     builtin's name (but the entry point's) is never bound, so that no ``abs`` or ``zip`` of the
-    program's reaches the test's code; nor is a standard module's name bound to anything but that
-    module (a program's ``class math`` does not become the test's ``math``)."""
+    program's reaches the test's code; a module's name (the standard ones, ``np``, ``pd``...) is
+    bound to nothing but that module (a program's ``class math`` or ``class np`` does not become
+    the test's); and a name the common standard modules export (``Counter``, ``sqrt``,
+    ``permutations``), where the program has one, is bound to the standard library's own."""
     ns = link.ask(("ns",))
     if type(ns) is not dict:
         raise ProgramGone("PROTOCOL")
-    protected = set(vars(builtins))
-    protected.discard(entry_point)
-    modules = sys.stdlib_module_names
+    modules = _module_names()
+    stdlib = _stdlib_names()
     import importlib
     for name, desc in ns.items():
-        if (type(name) is not str or not name.isidentifier() or name in protected
-                or name.startswith("__") or type(desc) is not tuple or not desc):
+        if (type(name) is not str or not name.isidentifier() or name.startswith("__")
+                or (name in _BUILTINS and name != entry_point)
+                or type(desc) is not tuple or not desc):
             continue
         kind = desc[0]
         try:
@@ -441,8 +491,11 @@ def _bind_program(g, link, entry_point):
                 mod = desc[1]
                 if mod == name or mod.rsplit(".", 1)[-1] == name or (name, mod) in _MODULE_ALIASES:
                     g[name] = importlib.import_module(mod if mod != "posixpath" else "os.path")
-            elif kind in ("C", "V") and len(desc) == 2 and (name not in modules
-                                                             or name == entry_point):
+            elif name != entry_point and (name in modules or name in stdlib):
+                if kind in ("C", "V") and name in stdlib and name not in modules:
+                    mod, attr = stdlib[name]
+                    g[name] = getattr(mod, attr)  # the program has it: the real one, here
+            elif kind in ("C", "V") and len(desc) == 2:
                 g[name] = decode(desc[1], link.handle)
         except (ImportError, CodecError, RecursionError, ValueError, TypeError):
             continue

@@ -12,7 +12,6 @@ test process holds. See docs/EXECUTION.md for the threat model.
 """
 
 import ast
-import builtins
 import json
 import marshal
 import os
@@ -25,7 +24,8 @@ from . import seccomp
 from .protocol import (CHILD_SETUP_FAILED, EXIT_MEMORY, MEMORY, OK, OUTPUT, RETURN_OUTPUT_CAP,
                        RUNTIME, SANDBOX, STATUS_CAP, SYNTAX, TIMEOUT, WRONG, recv, recv_msg,
                        send, send_msg)
-from .codec import CodecError, decode, encode
+from .cell import binds_program_object
+from .codec import decode, encode
 from .protocol import ProtocolError
 from .zygote import Zygote, fresh_depth, sealed_memfd
 
@@ -78,9 +78,8 @@ def compile_test(src):
         return compile("raise SyntaxError('the test does not compile')", "test.py", "exec")
 
 
-_BUILTIN_NAMES = frozenset(vars(builtins))
 _NO_VALUE = object()
-JUDGE_FRAME_CAP = 64 << 20  # the largest answer the judge reads from a program
+JUDGE_FRAME_CAP = 4 << 20  # the largest answer the judge reads (larger: a test process)
 
 
 class NeedsTestProcess(Exception):
@@ -111,9 +110,7 @@ def literal_call(src, entry, setup_code):
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
         return None
     name = call.func.id
-    if name.startswith("__") or name in setup_code.co_names:
-        return None
-    if name != entry and (name in _BUILTIN_NAMES or name in sys.stdlib_module_names):
+    if name in setup_code.co_names or not binds_program_object(name, entry):
         return None
     try:
         args = tuple(ast.literal_eval(a) for a in call.args if not isinstance(a, ast.Starred))
@@ -138,20 +135,37 @@ class _Opaque:
         return self.text
 
 
+JUDGE_NODES = 200_000  # nodes of an answer the judge decodes itself (marshal shares repeated
+JUDGE_ITEMS = 10_000  # sub-trees, so a small frame can name 2**60 of them); items of a mapping
+JUDGE_INT_BITS = 1 << 16  # or set (colliding keys make building one quadratic); bits of a number
+
+
 def _judge_decode(tree):
+    """Decode an answer in the judge, which has no CPU limit: anything costly (too many nodes,
+    large mappings or sets, huge numbers, numpy values) is left to a test process, which has."""
+    stack, seen = [tree], 0
+    while stack:
+        x = stack.pop()
+        seen += 1
+        if seen > JUDGE_NODES:
+            raise NeedsTestProcess
+        t = type(x)
+        if t is int:
+            if x.bit_length() > JUDGE_INT_BITS:
+                raise NeedsTestProcess
+        elif t is tuple:
+            if x and x[0] in ("NA", "NS", "DEC", "FR"):
+                raise NeedsTestProcess
+            if len(x) > JUDGE_ITEMS and x[:1] != ("L",) and x[:1] != ("T",):
+                raise NeedsTestProcess
+            if x and x[0] in ("D", "C", "O", "DD", "S", "F", "Q") and any(
+                    type(y) is tuple and len(y) > JUDGE_ITEMS for y in x[1:]):
+                raise NeedsTestProcess
+            stack.extend(x)
+
     def handle(k, text):
         return _Opaque(k, text)
-    if "numpy" not in sys.modules and _has_numpy_tag(tree):
-        raise NeedsTestProcess
     return decode(tree, handle)
-
-
-def _has_numpy_tag(x, depth=0):
-    if type(x) is not tuple or depth > 200:
-        return False
-    if x and x[0] in ("NA", "NS"):
-        return True
-    return any(_has_numpy_tag(y, depth + 1) for y in x[1:])
 
 
 def same_tokens(actual, expected):
@@ -487,7 +501,9 @@ class Judge:
                 send(req_w, ("callname", name, encode(args, _no_handle),
                              encode(kwargs, _no_handle)))
                 reply = recv(rep_r, JUDGE_FRAME_CAP)
-            except (EOFError, OSError, ProtocolError, ValueError, TypeError):
+            except ProtocolError:
+                reply = "too large"
+            except (EOFError, OSError, ValueError, TypeError):
                 reply = None  # the program died, hung until killed, or broke the protocol
             finally:
                 os.close(req_w)  # the program's cue to end
@@ -508,6 +524,8 @@ class Judge:
             return SANDBOX, "", used
         if sig == signal.SIGXFSZ or len(out) > cap:
             return OUTPUT, "", used
+        if reply == "too large":
+            raise NeedsTestProcess
         if type(reply) is not tuple or not reply:
             return RUNTIME, "", used
         if reply[0] in ("raise", "dead"):
@@ -517,15 +535,20 @@ class Judge:
             return RUNTIME, "", used
         try:
             value = _judge_decode(reply[1])
-        except (CodecError, RecursionError):
-            return RUNTIME, "", used
+        except NeedsTestProcess:
+            raise
         except MemoryError:
             return MEMORY, "", used
+        except Exception:  # noqa: BLE001 - malformed (CodecError) or refused (OverflowError...):
+            return RUNTIME, "", used  # as the test process's decode would end the test
         if expected is _NO_VALUE:
             text = ""
             if want_out:
-                text = repr(value).encode("utf-8", "replace")[:RETURN_OUTPUT_CAP * 4].decode(
-                    "utf-8", "replace")
+                try:
+                    text = repr(value).encode("utf-8", "replace")[:RETURN_OUTPUT_CAP * 4]
+                except Exception:  # noqa: BLE001 - as the test process reports it
+                    text = b"<unrepresentable>"
+                text = text.decode("utf-8", "replace")
             return OK, text, used
         try:
             same = bool(value == expected)
