@@ -480,7 +480,7 @@ A.append(Attack("cross_job_files_left_in_the_slot_dir", "cross-cell and cross-jo
                 earned=lambda r: "SECRET-FILE-1618" in r[-1][0]["outputs"][0][0], fresh=True))
 A += [
     breaks_later("cells_precreate_later_cell_dirs", "cross-cell and cross-job state",
-                 "import os\nfor k in range(1, 3000):\n    try:\n        os.mkdir('../c%d' % k)\n"
+                 "import os\nfor k in range(1, 200):\n    try:\n        os.mkdir('../c%d' % k)\n"
                  "    except OSError:\n        pass\nprint('x')"),
     breaks_later("cells_remove_the_numpy_servers_dir", "cross-cell and cross-job state",
                  "import shutil\nshutil.rmtree('../heavy', ignore_errors=True)\nprint('x')",
@@ -488,9 +488,9 @@ A += [
                         "programs": ["import numpy as np\n" + STDIO_HONEST] * 4,
                         "tests": STDIO_TESTS}),
     breaks_later("cells_fill_the_slot_dir_with_files", "disk, memory and descriptors",
-                 "import os\nfor k in range(2000):\n    try:\n"
+                 "import os\nfor k in range(200):\n    try:\n"
                  "        os.mkdir('../c%d' % (k + 1))\n    except OSError:\n        pass\n"
-                 "for k in range(200):\n    try:\n        open('../junk%d' % k, 'w').write('x' * 1000)\n"
+                 "for k in range(50):\n    try:\n        open('../junk%d' % k, 'w').write('x' * 1000)\n"
                  "    except OSError:\n        pass\nprint('x')"),
     reports("host_prlimit_on_the_server", "cross-cell and cross-job state",
             "import os, resource\ntry:\n"
@@ -610,7 +610,9 @@ def honest_ok(attack: Attack, results) -> bool:
 def run_one(make_executor, attack: Attack, shared=None, legacy=False) -> tuple[bool, bool]:
     """(earned, honest passes) of one attack; an executor of its own when the attack needs one.
     A failing close() counts as earned for the attacks that aim at cleanup."""
-    if attack.fresh or shared is None:
+    # a fresh executor where the attack may break the one it runs in: the legacy judge's (the
+    # judge must survive them in the shared one), or where close() itself is what is measured
+    if (attack.fresh and (legacy or attack.close_earns)) or shared is None:
         ex = make_executor()
         try:
             res = run_attack(ex, attack, legacy)

@@ -251,8 +251,8 @@ def serve_program(default_recursion, adjust):
     try:
         exec(code, g)
         exec(setup, g)  # as before the split: the program sees what the job's setup defines
-    except SystemExit as e:
-        _finish(_exit_code(e) or 1)  # a program that exits while loading answers nothing
+    except SystemExit:
+        os._exit(1)  # a program that exits while loading answers nothing
     except MemoryError:
         dead = ("dead", "MEM")
     except BaseException as e:  # noqa: BLE001
@@ -272,8 +272,8 @@ def serve_program(default_recursion, adjust):
                 if type(msg) is not tuple or not msg:
                     raise CodecError("a request that is not a tuple")
                 reply = _answer(msg, g, table)
-            except SystemExit as e:
-                _finish(_exit_code(e) or 1)
+            except SystemExit:
+                os._exit(1)  # exiting during a call fails that call (the test sees it end)
             except MemoryError:
                 reply = ("raise", "MemoryError", "")
             except BaseException as e:  # noqa: BLE001 - the program's exception, by name
@@ -452,8 +452,19 @@ _BUILTINS = frozenset(vars(builtins))
 
 
 def _module_names():
-    return set(sys.stdlib_module_names) | {alias for alias, _ in _MODULE_ALIASES} | {
-        mod.split(".")[0] for _, mod in _MODULE_ALIASES}
+    names = getattr(_module_names, "cache", None)
+    if names is None:
+        names = _module_names.cache = frozenset(sys.stdlib_module_names) | {
+            alias for alias, _ in _MODULE_ALIASES} | {mod.split(".")[0]
+                                                      for _, mod in _MODULE_ALIASES}
+    return names
+
+
+def prepare():
+    """Built once in the zygote, so that no cell pays for them: the name tables of
+    ``_bind_program``."""
+    _module_names()
+    _stdlib_names()
 
 
 def binds_program_object(name, entry_point):

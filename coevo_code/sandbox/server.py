@@ -278,10 +278,14 @@ class Judge:
         preload = list(cfg.get("preload", []))
         heavy = list(cfg.get("heavy_preload", []))
         self.heavy_roots = frozenset(m.split(".")[0] for m in heavy)
-        self.zygotes = {"light": self._start_zygote(preload, uids, depth)}
-        if heavy:
+        # both forked before either is waited for: they start (preload, calibrate) in parallel
+        self._socks = []
+        light = self._fork_zygote(preload, uids, depth)
+        forked = self._fork_zygote(preload + heavy, uids, depth) if heavy else None
+        self.zygotes = {"light": self._zygote_hello(*light)}
+        if forked is not None:
             try:
-                self.zygotes["heavy"] = self._start_zygote(preload + heavy, uids, depth)
+                self.zygotes["heavy"] = self._zygote_hello(*forked)
             except ZygoteGone:
                 pass
         hello = self.zygotes["light"][2]
@@ -301,12 +305,14 @@ class Judge:
         if self.layers.get("seccomp", [False])[0]:
             seccomp.install(seccomp.server_filter())
 
-    def _start_zygote(self, preload, uids, depth):
+    def _fork_zygote(self, preload, uids, depth):
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
             try:
                 mine.close()
+                for other in self._socks:  # the judge's ends of the zygotes forked before
+                    other.close()
                 os.close(self.rfd)
                 os.close(self.wfd)
                 seccomp.prctl(seccomp.PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -321,6 +327,10 @@ class Judge:
             finally:
                 os._exit(0)
         theirs.close()
+        self._socks.append(mine)
+        return pid, mine
+
+    def _zygote_hello(self, pid, mine):
         try:
             hello, fds = recv_msg(mine)
         except (EOFError, OSError) as e:

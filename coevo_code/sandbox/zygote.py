@@ -89,6 +89,7 @@ class Zygote:
         if self.seccomp is not None:
             seccomp.install(self.server_filter)
         cell.new_streams()
+        cell.prepare()
         self.depth = depth
         gc.collect()
         gc.freeze()
