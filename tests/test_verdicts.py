@@ -207,3 +207,15 @@ def test_sleeping_program_ends_by_the_wall_clock(executor):
     assert run1(executor, sleeper, one)["outcomes"] == [["ok"]]
     assert run1(executor, "import time\ntime.sleep(60)", one)["outcomes"] == [["timeout"]]
     assert run1(executor, sleeper, one, wall_limit_s=1.0)["outcomes"] == [["timeout"]]
+
+
+def test_an_entry_point_named_like_a_standard_export_is_the_programs(executor):
+    """A test's namespace binds common standard exports (``Counter``, ``sqrt``) to the standard
+    library's own, whatever the program defined under them, but never the entry point: HumanEval
+    /131 is ``digits`` (``string.digits``), MBPP+ has ``sum``."""
+    job = {"kind": "functional", "entry_point": "digits",
+           "programs": ["def digits(n):\n    p = 1\n    for c in str(n):\n"
+                        "        p *= int(c) if int(c) % 2 else 1\n    return p"],
+           "tests": [{"code": "assert digits(235) == 15"}, {"code": "assert digits(235) == 15, 'm'"},
+                     {"code": "x = [digits(n) for n in (1, 35)]\nassert x == [1, 15]"}]}
+    assert executor.run([job])[0]["outcomes"] == [["ok", "ok", "ok"]]

@@ -197,7 +197,7 @@ def _expected_outputs(name, records, inputs_of, origin_hash, executor=None, chun
     """task_id -> {"outputs": repr of each expected value (a digest for long ones; None where
     the canonical solution raised or timed out), "seconds": its slowest group}, cached on disk.
     Delete the cache file to recompute."""
-    cache = cache_dir() / f"{name}-{origin_hash}-v2.json"
+    cache = cache_dir() / f"{name}-{origin_hash}-v3.json"  # v3: values cross as exact types
     have = {}
     if cache.is_file():
         try:
@@ -219,6 +219,7 @@ def _expected_outputs(name, records, inputs_of, origin_hash, executor=None, chun
                     code = (f"_coevo_expected({r['entry_point']}, {repr(inputs_of(r)[a:b])!r}, "
                             f"{_special(name, r['entry_point'])!r})")
                     jobs.append({"id": r["task_id"], "kind": "functional",
+                                 "entry_point": r["entry_point"],
                                  "programs": [_program(name, r)], "setup": CHECK_SETUP,
                                  "tests": [code], "return_outputs": True, "time_limit_s": 60})
                 done = ex.run(jobs)
