@@ -339,7 +339,8 @@ class _Link:
                 self.gone = "MEM"
                 raise ProgramGone("MEM")
             cls = _PASSABLE.get(name)
-            if cls in (StopIteration, StopAsyncIteration) and msg[:1] != ("op",):
+            if cls in (StopIteration, StopAsyncIteration) and not (
+                    msg[0] == "op" and msg[2] == "next"):
                 # as Python does for a generator: a StopIteration out of a call would end the
                 # test's own map()/filter()/for early, turning all() and any() into passes
                 cls, text = RuntimeError, "%s raised by the program" % name
