@@ -9,9 +9,10 @@ from .evalplus import load_humanevalplus, load_mbppplus
 from .loaders import HUB_IDS, LOADERS, decode_lcb_tests, read_records
 from .model import LoaderError, Task, TaskSet, TestCase
 from .native import load_bundled, load_native
+from .world import load_world
 
 LOADERS = {**LOADERS, "humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus,
-           "native": load_native, "bundled": load_bundled}
+           "native": load_native, "bundled": load_bundled, "world": load_world}
 
 
 def load_tasks(name: str, source=None, **options) -> TaskSet:
