@@ -106,6 +106,9 @@ def draw_report(run_dir: Path) -> list[Path]:
         ax.grid(alpha=0.3)
         out.append(save(fig, run_dir / name))
 
+    if any(isinstance(x.get("step"), int) for x in evals):
+        out += _heldout(plt, run_dir, lines, [x for x in evals if isinstance(x.get("step"), int)])
+
     fig, ax = plt.subplots(figsize=(6.4, 4))
     steps = [x["step"] for x in lines]
     bottom = [0.0] * len(lines)
@@ -116,6 +119,54 @@ def draw_report(run_dir: Path) -> list[Path]:
     ax.set(title="Time per step by phase", xlabel="step", ylabel="seconds")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     out.append(save(fig, run_dir / "phases.png"))
+    return out
+
+
+HELDOUT = (("code_acc", "code accuracy (T=1)"), ("code_acc_greedy", "code accuracy (greedy)"),
+           ("pass_at_4", "pass@4"), ("ut_acc", "unit-test accuracy (reference-judged)"),
+           ("bon_acc", "best-of-4x4 (generated tests)"))
+
+
+def _heldout(plt, run_dir: Path, lines: list, evals: list) -> list[Path]:
+    """``heldout.png``: the training batches' curves beside the held-out ones;
+    ``heldout_families.png``: held-out code and unit-test accuracy per family, first evaluation
+    against the last."""
+    import numpy as np
+    from matplotlib.ticker import MaxNLocator
+
+    from ..plots import save
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    for key, label in PANELS["accuracy.png"][1]:
+        xs, ys = _series(lines, key)
+        if xs:
+            left.plot(xs, ys, label=label, alpha=0.8)
+    for key, label in HELDOUT:
+        xs, ys = _series(evals, key)
+        if xs:
+            right.plot(xs, ys, marker="o", ms=4, label=label)
+    left.set(title="Training batches (train split)", xlabel="step", ylim=(-0.02, 1.02))
+    right.set(title="Held-out problems (step 0: before training)", xlabel="step")
+    for ax in (left, right):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    out = [save(fig, run_dir / "heldout.png", legend=False)]
+    first, last = evals[0].get("by_family") or {}, evals[-1].get("by_family") or {}
+    fams = sorted(set(first) & set(last))
+    if fams and len(evals) > 1:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+        x = np.arange(len(fams))
+        for ax, key in zip(axes, ("code_acc", "ut_acc")):
+            for off, (rec, step) in zip((-0.2, 0.2), ((first, evals[0]["step"]),
+                                                      (last, evals[-1]["step"]))):
+                ys = [rec[f].get(key) if isinstance(rec[f].get(key), (int, float)) else 0.0
+                      for f in fams]
+                ax.bar(x + off, ys, width=0.4, label=f"step {step}")
+            ax.set_xticks(x, fams, rotation=40, ha="right", fontsize=8)
+            ax.set(title=f"held-out {key} by family", ylim=(0, 1.02))
+            ax.grid(alpha=0.3, axis="y")
+            ax.legend(fontsize=8)
+        out.append(save(fig, run_dir / "heldout_families.png", legend=False))
     return out
 
 

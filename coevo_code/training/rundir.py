@@ -103,6 +103,8 @@ def clean(value):
         return value
     if isinstance(value, (list, tuple)):
         return [clean(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
     if isinstance(value, int):
         return value
     try:

@@ -14,17 +14,17 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 from trl import GRPOTrainer
 
+from ..evaluation.heldout import EVAL_KEYS
 from .data import EvalSampler, PairedSampler
 from .reward import CoevoReward
 from .rundir import JsonlWriter
-from .scoring import MATRIX_KEYS, METRIC_KEYS, batch_metrics
+from .scoring import MATRIX_KEYS, METRIC_KEYS
 
 PHASES = ("generation", "execution", "rewards", "update")
 TRL_KEYS = ("loss", "grad_norm", "learning_rate", "entropy", "kl")
 STEP_KEYS = (("step", "epoch", "generation", "wall_s") + METRIC_KEYS
              + tuple(f"time_{p}" for p in PHASES) + ("time_exchange", "time_step") + TRL_KEYS
              + ("curriculum_skipped",) + MATRIX_KEYS)
-EVAL_KEYS = ("step",) + METRIC_KEYS
 STATE_FILE = "coevo_state.json"  # in each checkpoint: curriculum estimates, early-stopping record
 
 
@@ -59,7 +59,7 @@ class _Progress(ProgressCallback):
             if pooled:
                 self.training_bar.write(f"eval at step {state.global_step}: " + ", ".join(
                     f"{k}={v:.3g}" for k, v in pooled.items()
-                    if k in ("code_acc", "ut_acc", "bon_acc", "p01", "p00")))
+                    if k in ("code_acc", "code_acc_greedy", "ut_acc", "bon_acc")))
             elif not any(k.startswith("eval_") for k in logs) and post:
                 self.training_bar.set_postfix(post, refresh=False)
 
@@ -223,17 +223,33 @@ class CoevoTrainer(GRPOTrainer):
                 self.control.should_training_stop = True
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
-        self.coevo_reward.eval_scores = []
-        metrics = super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
-        pooled = batch_metrics(self.coevo_reward.eval_scores)
-        self.coevo_reward.eval_scores = []
+        """The held-out evaluation (``coevo_code.evaluation.heldout``): k solutions and k tests
+        per evaluation problem at the run's temperature, one greedy solution, the reference and
+        mutants judging the generated tests; one line in ``eval.jsonl``. The main process
+        evaluates; the others wait for its figures."""
+        from ..evaluation.heldout import evaluate_model
+        a = self.args
+        pooled: dict = {}
+        tasks = self.coevo_reward.tasks.get("eval") or []
+        if self.is_world_process_zero() and tasks:
+            model = self.accelerator.unwrap_model(self.model)
+            pooled = evaluate_model(
+                model, self.processing_class, tasks, self.coevo_reward.executor,
+                k=a.num_generations_eval or self.num_generations, temperature=a.temperature or 1.0,
+                max_new_tokens=a.max_completion_length, seed=a.seed)  # the same draws each time
+        if self.accelerator.num_processes > 1:
+            from accelerate.utils import broadcast_object_list
+            box = [pooled]
+            broadcast_object_list(box, from_process=0)
+            pooled = box[0]
         if self._eval_writer is not None and self.is_world_process_zero():
             self._eval_writer.write({"step": self.state.global_step, **pooled})
         self._after_eval(pooled)
-        exact = {f"{metric_key_prefix}_pooled/{k}": v for k, v in pooled.items() if v is not None}
-        if exact:
-            self.log(exact)  # to report_to and the progress bar, exact over the whole set
-        metrics.update(exact)
+        metrics = {f"{metric_key_prefix}_pooled/{k}": v for k, v in pooled.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if metrics:
+            self.log(metrics)  # to report_to and the progress bar
+        self.control = self.callback_handler.on_evaluate(a, self.state, self.control, metrics)
         return metrics
 
     def close(self) -> None:

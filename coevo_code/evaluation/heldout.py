@@ -1,0 +1,200 @@
+"""Held-out evaluation of a model held in memory: what a training run writes to ``eval.jsonl``
+before its first step and every ``eval_steps`` after.
+
+Per problem: ``k`` solutions and ``k`` tests sampled at the run's temperature, one greedy solution,
+then two executor jobs: the solutions (sampled, then greedy) against the gold tests and the
+generated tests, and the reference solution and the problem's mutants against the generated
+tests. The figures (pure functions of those matrices, :func:`problem_eval` and :func:`summarize`):
+
+- ``code_acc``: share of sampled solutions passing every gold test, mean over problems (pass@1 at
+  the run's temperature); ``code_acc_greedy`` the same for the greedy solution; ``pass_at_4``:
+  unbiased pass@4 (Chen et al. 2021, Eq. 1) over the k samples;
+- ``ut_acc``: share of generated tests that are *accurate*, judged by the reference: the reference
+  solution passes the test and at least one mutant fails it (a test the reference passes but no
+  mutant fails, such as ``assert f(3) == f(3)``, is not accurate; a problem without mutants needs
+  only the reference to pass); null when no problem has a reference;
+- ``p01``, ``p00``, ``mu``: CURE's test figures (arXiv:2506.03136, Sec. 3) over the generated
+  solutions, correct by the gold tests, pooled over problems with a correct solution;
+- ``bon_acc``: best-of-N with the generated tests (the first 4 solutions, the first 4 tests, CURE's
+  ranker), mean over problems;
+- ``by_family``: the same figures per ``metadata["family"]`` (the task world's families).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..matrix import full_matrix, prepare
+from ..metrics import TestCounts, best_of_n_accuracy, pass_at_k, test_counts
+from ..rewards import correct_from_gold
+from ..roles import coder_messages, tester_messages
+from ..tasks.model import Task
+
+FIGURES = ("code_acc", "code_acc_greedy", "pass_at_4", "ut_acc", "bon_acc", "p01", "p00", "mu")
+EVAL_KEYS = (("step",) + FIGURES + ("parse_fail_code", "parse_fail_test", "problems", "cells",
+                                    "time_s", "by_family"))
+
+
+@dataclass
+class ProblemEval:
+    """One problem's outcome: what :func:`summarize` pools."""
+
+    family: str
+    correct: np.ndarray          # k sampled solutions: pass every gold test
+    greedy: bool | None          # the greedy solution (None: not sampled)
+    generated: np.ndarray        # k solutions x m generated tests
+    accurate: np.ndarray | None  # m generated tests: reference-judged (None: no reference)
+    parse_fail_code: int
+    parse_fail_test: int
+
+
+def problem_eval(task: Task, full: np.ndarray, n_gold: int, k: int, test_ok: Sequence[bool],
+                 judged: np.ndarray | None, n_mutants: int) -> ProblemEval:
+    """From the n x (t + m) matrix of the k sampled solutions (then the greedy one, if any) and
+    the (1 + mutants) x m matrix of the reference and its mutants on the generated tests
+    (``judged``; None: no reference)."""
+    gold = full[:, :n_gold]
+    correct = correct_from_gold(gold) if n_gold else np.zeros(full.shape[0], dtype=bool)
+    greedy = bool(correct[k]) if full.shape[0] > k else None
+    accurate = None
+    if judged is not None:
+        ok = np.asarray(test_ok, dtype=bool)
+        ref = judged[0] if judged.shape[0] else np.zeros(judged.shape[1], dtype=bool)
+        caught = (~judged[1:1 + n_mutants]).any(axis=0) if n_mutants else np.ones_like(ref)
+        accurate = ok & ref & caught
+    return ProblemEval(str(task.metadata.get("family", "all")), correct[:k], greedy,
+                       full[:k, n_gold:], accurate, 0, 0)
+
+
+def _mean(xs) -> float | None:
+    xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    return float(np.mean(xs)) if xs else None
+
+
+def _figures(evals: list[ProblemEval], bon_n: int = 4, bon_m: int = 4) -> dict:
+    counts = TestCounts()
+    for e in evals:
+        counts = counts + test_counts(e.generated, e.correct)
+    acc = [e.accurate for e in evals if e.accurate is not None]
+    judged = sum(a.size for a in acc)
+
+    def nan_none(x):
+        return None if x is None or not math.isfinite(x) else float(x)
+
+    return {
+        "code_acc": _mean([e.correct.mean() if e.correct.size else 0.0 for e in evals]),
+        "code_acc_greedy": _mean([float(e.greedy) for e in evals if e.greedy is not None]),
+        "pass_at_4": _mean([pass_at_k(e.correct.size, int(e.correct.sum()), 4)
+                            for e in evals if e.correct.size >= 4]),
+        "ut_acc": (sum(int(a.sum()) for a in acc) / judged) if judged else None,
+        "bon_acc": _mean([best_of_n_accuracy(e.correct, e.generated, bon_n, bon_m)
+                          for e in evals if e.correct.size]),
+        "p01": nan_none(counts.p01), "p00": nan_none(counts.p00), "mu": nan_none(counts.mu),
+    }
+
+
+def summarize(evals: list[ProblemEval], bon_n: int = 4, bon_m: int = 4) -> dict:
+    """The figures over every problem, and ``by_family``: the same per family."""
+    out = _figures(evals, bon_n, bon_m)
+    fams: dict[str, list[ProblemEval]] = defaultdict(list)
+    for e in evals:
+        fams[e.family].append(e)
+    out["by_family"] = {f: {**_figures(es, bon_n, bon_m), "problems": len(es)}
+                        for f, es in sorted(fams.items())}
+    n_code = sum(e.correct.size for e in evals)
+    n_test = sum(e.generated.shape[1] for e in evals)
+    out["parse_fail_code"] = sum(e.parse_fail_code for e in evals) / n_code if n_code else None
+    out["parse_fail_test"] = sum(e.parse_fail_test for e in evals) / n_test if n_test else None
+    out["problems"] = len(evals)
+    return out
+
+
+# ---- the edges: sampling from a model in memory, the executor -----------------------------------
+def sample(model, tokenizer, conversations: list[list[dict]], n: int, temperature: float | None,
+           max_new_tokens: int, seed: int, batch_size: int = 32) -> list[list[str]]:
+    """``n`` completions per conversation (greedy when ``temperature`` is None or 0), without
+    touching the caller's random state."""
+    import torch
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    was_training = model.training
+    model.eval()
+    out: list[list[str]] = []
+    device = next(model.parameters()).device
+    try:
+        with torch.random.fork_rng(devices=[]), torch.inference_mode():
+            torch.manual_seed(seed)
+            for a in range(0, len(conversations), batch_size):
+                chunk = conversations[a:a + batch_size]
+                texts = [tokenizer.apply_chat_template(c, tokenize=False,
+                                                       add_generation_prompt=True) for c in chunk]
+                enc = tokenizer(texts, return_tensors="pt", padding=True,
+                                add_special_tokens=False).to(device)
+                greedy = not temperature
+                gen = model.generate(**enc, do_sample=not greedy,
+                                     temperature=None if greedy else temperature, top_p=None,
+                                     top_k=None, max_new_tokens=max_new_tokens,
+                                     num_return_sequences=n, pad_token_id=pad)
+                new = gen[:, enc["input_ids"].shape[1]:]
+                decoded = tokenizer.batch_decode(new, skip_special_tokens=True)
+                out += [decoded[i * n:(i + 1) * n] for i in range(len(chunk))]
+    finally:
+        tokenizer.padding_side = side
+        model.train(was_training)
+    return out
+
+
+def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4,
+                   temperature: float = 1.0, max_new_tokens: int = 64, seed: int = 0,
+                   greedy: bool = True, bon: tuple[int, int] = (4, 4)) -> dict:
+    """Sample, run, score: the summary (:func:`summarize`) plus ``cells`` and ``time_s``."""
+    t0 = time.perf_counter()
+    tasks = list(tasks)
+    codes = sample(model, tokenizer, [coder_messages(t) for t in tasks], k, temperature,
+                   max_new_tokens, seed)
+    tests = sample(model, tokenizer, [tester_messages(t) for t in tasks], k, temperature,
+                   max_new_tokens, seed + 1)
+    best = (sample(model, tokenizer, [coder_messages(t) for t in tasks], 1, None, max_new_tokens,
+                   seed) if greedy else [[] for _ in tasks])
+    batches, refs = [], []
+    for t, c, x, g in zip(tasks, codes, tests, best):
+        b = prepare(t, list(c) + list(g), x)
+        batches.append(b)
+        parsed = [p.test for p in b.tests if p.ok]
+        ref = (t.job(t.references[:1] + list(t.metadata.get("mutants", [])), tests=parsed,
+                     id=f"{t.id}#reference") if t.references and parsed else None)
+        refs.append(ref)
+    jobs = [b.job for b in batches if b.job is not None] + [r for r in refs if r is not None]
+    results = executor.run(jobs) if jobs else []
+    main = iter(results[:sum(b.job is not None for b in batches)])
+    side = iter(results[sum(b.job is not None for b in batches):])
+    evals = []
+    for t, b, r in zip(tasks, batches, refs):
+        full = full_matrix(b, next(main) if b.job is not None else None)
+        ok = [p.ok for p in b.tests]
+        n_mut = len(t.metadata.get("mutants", []))
+        judged = None
+        if t.references:
+            judged = np.zeros((1 + n_mut, len(ok)), dtype=bool)
+            if r is not None:
+                res = next(side)
+                if "passed" not in res:
+                    raise RuntimeError(f"the executor gave no matrix for {t.id}'s reference: "
+                                       f"{res.get('error', 'no result')}")
+                cols = [j for j, y in enumerate(ok) if y]
+                judged[:, cols] = np.asarray(res["passed"], dtype=bool)
+        e = problem_eval(t, full, b.n_gold, k, ok, judged, n_mut)
+        e.parse_fail_code = sum(not p.ok for p in b.programs[:k])
+        e.parse_fail_test = sum(not p.ok for p in b.tests)
+        evals.append(e)
+    out = summarize(evals, *bon)
+    out["cells"] = sum(len(j["programs"]) * len(j["tests"]) for j in jobs)
+    out["time_s"] = time.perf_counter() - t0
+    return out
