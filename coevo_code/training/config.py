@@ -49,6 +49,8 @@ class CoevoConfig(GRPOConfig):
         length_shaping, min_len, max_len: CURE's response-length shaping for long chain-of-thought
             models (lengths in tokens; forces ``scale_rewards="none"``, see ``scoring.py``).
         bon_n, bon_m: the best-of-N setting logged every step (CURE's (4, 4)).
+        reward_control: ``shuffle`` (each role's rewards permuted within the batch) or ``flip``
+            (negated): the controls that show a rise comes from the reward.
     Prompts
         p_give_example: probability that a prompt shows the problem's public examples (CURE 1.0);
             drawn once per problem visit, for both roles; max_input_examples: how many (CURE: 1).
@@ -95,6 +97,9 @@ class CoevoConfig(GRPOConfig):
     label_threshold: float = _f(0.5, "label-free: least vote share |C|/n that labels a problem")
     bon_n: int = _f(4, "best-of-N logged every step: solutions")
     bon_m: int = _f(4, "best-of-N logged every step: generated tests")
+    reward_control: str = _f("none", "a control run: train on rewards shuffled within each batch "
+                                     "(shuffle) or negated (flip)", choices=["none", "shuffle",
+                                                                               "flip"])
     # prompts
     p_give_example: float = _f(1.0, "probability that a prompt shows public examples (CURE 1.0)")
     max_input_examples: int = _f(1, "public examples shown when shown (CURE: 1)")
@@ -129,6 +134,9 @@ class CoevoConfig(GRPOConfig):
         if self.label_source not in LABEL_SOURCES:
             errors.append(f"--label_source must be one of {', '.join(LABEL_SOURCES)}, got "
                           f"{self.label_source!r}")
+        if self.reward_control not in ("none", "shuffle", "flip"):
+            errors.append(f"--reward_control must be none, shuffle or flip, got "
+                          f"{self.reward_control!r}")
         if not 0.0 <= self.p_give_example <= 1.0:
             errors.append(f"--p_give_example must be in [0, 1], got {self.p_give_example}")
         for name in ("max_gold_tests", "max_input_examples"):

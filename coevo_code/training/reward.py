@@ -29,10 +29,12 @@ import time
 from collections import deque
 from typing import Sequence
 
+import numpy as np
+
 from ..roles import completion_text
 from ..tasks.model import Task
-from .scoring import (CODE, TEST, ProblemScore, RewardOptions, batch_metrics, prepare,
-                      prepare_joint, score, score_joint)
+from .scoring import (CODE, TEST, ProblemScore, RewardOptions, batch_metrics, control_rewards,
+                      prepare, prepare_joint, score, score_joint)
 
 
 class Curriculum:
@@ -72,7 +74,8 @@ class CoevoReward:
                  executor_options: dict | None = None, local_batch: dict[str, int] | None = None,
                  k: dict[str, int] | None = None, exec_time_limit_s: float | None = None,
                  exchange=None, agent_index: int = 0, n_agents: int = 1,
-                 frozen: dict | None = None, curriculum: Curriculum | None = None):
+                 frozen: dict | None = None, curriculum: Curriculum | None = None,
+                 control: str = "none", seed: int = 0):
         self.tasks = {split: list(ts) for split, ts in tasks.items()}
         self.options = options
         self.executor_options = dict(executor_options or {})
@@ -92,6 +95,8 @@ class CoevoReward:
         self.stop_all = False        # some agent asked: every agent stops after this step
         self._step = 0
         self._calls_at_step: dict = {}
+        self.control = control  # "shuffle" / "flip": the control runs of benchmarks/learning.py
+        self._control_rng = np.random.default_rng(seed)
 
     @property
     def label_free(self) -> bool:
@@ -161,6 +166,9 @@ class CoevoReward:
             phases = {k: max(gather_object([v])) for k, v in phases.items()}
         phases = {k: v for k, v in phases.items() if k in ("execution", "rewards", "exchange")}
         metrics = batch_metrics(scores, phases["execution"])
+        if mode == "train" and self.control != "none":
+            rewards = control_rewards(rewards, [r for _, r, _, _ in items], self.control,
+                                      self._control_rng)
         if mode == "eval":
             self.eval_scores.extend(scores)
         self.last = {"split": mode, "metrics": metrics, "phases": phases,

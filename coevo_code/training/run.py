@@ -153,14 +153,17 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     else:
         refuse_existing_run(out)
         ckpt = None
+    if ckpt is not None:
+        config.eval_on_start = False  # the run's step-0 evaluation is in eval.jsonl already
     out.mkdir(parents=True, exist_ok=True)
 
     if tasks is None:
         tasks = _load(config.tasks, config.tasks_path, config.tasks_split, config.tasks_limit,
                       config.seed, "--tasks", need_gold=config.label_source == "gold")
     if eval_tasks is None and config.eval_tasks:
+        # the same evaluation problems whatever the run's seed: seeds compare on one set
         eval_tasks = _load(config.eval_tasks, config.eval_tasks_path, config.eval_tasks_split,
-                           config.eval_tasks_limit, config.seed, "--eval_tasks")
+                           config.eval_tasks_limit, 0, "--eval_tasks")
     eval_tasks = list(eval_tasks or [])
 
     name = getattr(model_args, "model_name_or_path", None)
@@ -212,7 +215,8 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
         exec_time_limit_s=config.exec_time_limit_s, exchange=exchange,
         agent_index=config.agent_names.index(config.agent_name) if config.agent_names else 0,
         n_agents=max(1, len(config.agent_names)), frozen=frozen,
-        curriculum=Curriculum(config.curriculum_window, enabled=config.curriculum))
+        curriculum=Curriculum(config.curriculum_window, enabled=config.curriculum),
+        control=config.reward_control, seed=config.seed)
     peft = get_peft_config(model_args) if model_args is not None else None
     trainer = CoevoTrainer(model=model, args=config, train_dataset=train_ds, eval_dataset=eval_ds,
                            peft_config=peft, coevo_reward=reward, n_train=len(tasks),

@@ -308,6 +308,31 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     return base
 
 
+# ---- controls ---------------------------------------------------------------------------------
+CONTROLS = ("none", "shuffle", "flip")
+
+
+def control_rewards(rewards: Sequence, roles: Sequence[str], control: str,
+                    rng: np.random.Generator) -> list:
+    """The rewards a control run trains on (the issue's honesty checks; the logged metrics stay
+    the real ones): ``shuffle`` permutes each role's rewards within the batch (the same values,
+    tied to the wrong completions), ``flip`` negates them; rows without a reward (None) keep
+    none. ``none`` returns them unchanged."""
+    out = list(rewards)
+    if control == "none":
+        return out
+    if control == "flip":
+        return [None if r is None else -r for r in out]
+    if control != "shuffle":
+        raise ValueError(f"reward control must be one of {', '.join(CONTROLS)}, got {control!r}")
+    for role in (CODE, TEST):
+        idx = [i for i, (r, ro) in enumerate(zip(out, roles)) if ro == role and r is not None]
+        vals = [out[i] for i in idx]
+        for i, j in zip(idx, rng.permutation(len(idx))):
+            out[i] = vals[j]
+    return out
+
+
 # ---- step metrics -------------------------------------------------------------------------------
 METRIC_KEYS = (
     "code_acc", "ut_acc", "p01", "p00", "mu", "bon_acc",
