@@ -1,7 +1,7 @@
 """A co-evolution training step against a bare TRL GRPO step on the same model and batch,
 measured in the same run.
 
-coevo: `coevo_code.training.train` on the embedded default (the tiny model, the bundled problems,
+coevo: `coevo_code.training.train` on the plumbing run (the random tiny model, the bundled problems,
 4 problems x (4 solutions + 4 tests) = 32 rows per step, 64-token completions): paired sampler,
 parsing, the sandbox, CURE rewards, row masking, metrics lines, checkpoints off.
 baseline: `trl.GRPOTrainer` with the same model, the same 32 prompts per step, the same
@@ -57,13 +57,13 @@ def _device_overrides(device: str) -> dict:
 
 
 def run_coevo(workdir: Path, steps: int, device: str, scripted: bool):
-    from training_helpers import bundled, scripted_rollout, tiny_config
+    from training_helpers import PLUMBING, bundled, scripted_rollout, tiny_config
 
     from coevo_code.training import train
     tasks = bundled()
     cfg = tiny_config(workdir / "coevo", max_steps=steps, **_device_overrides(device))
     timer = _timer()
-    train(cfg, tasks=tasks, callbacks=[timer],
+    train(cfg, PLUMBING, tasks=tasks, callbacks=[timer],
           rollout_func=scripted_rollout(tasks, 4) if scripted else None)
     lines = [json.loads(x) for x in (workdir / "coevo" / "metrics.jsonl").read_text().splitlines()]
     return timer.times, lines
@@ -71,14 +71,14 @@ def run_coevo(workdir: Path, steps: int, device: str, scripted: bool):
 
 def run_baseline(workdir: Path, steps: int, device: str, scripted: bool):
     import datasets
-    from training_helpers import bundled, scripted_rollout, tiny_config
+    from training_helpers import PLUMBING, bundled, scripted_rollout, tiny_config
     from trl import GRPOTrainer
 
     from coevo_code.training.data import paired_rows
     from coevo_code.training.model import save_tiny
     tasks = bundled()
     cfg = tiny_config(workdir / "trl", max_steps=steps, **_device_overrides(device))
-    model = save_tiny(workdir / "trl-model", seed=cfg.seed)
+    model = save_tiny(workdir / "trl-model", seed=cfg.seed, name=PLUMBING.model_name_or_path)
     rows = [{"prompt": r["prompt"]} for r in paired_rows(tasks, "train", 1)]
     cfg.model_init_kwargs = {"dtype": "float32"}
     timer = _timer()

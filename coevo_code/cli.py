@@ -191,7 +191,8 @@ def cmd_tasks_check(args) -> int:
 TRAIN_HELP = """usage: coevo train [--config FILE | --resume RUN_DIR] [--FIELD VALUE ...]
 
 Train one policy to write solutions and unit tests (CURE) on TRL's GRPOTrainer.
-With no --config: the embedded default, a tiny model on the bundled problems, on CPU.
+With no --config: the embedded default run: the warm-started tiny model as coder and tester on
+the task world (held-out problems scored before, during and after), on CPU, in minutes.
 A config with an `agents:` list trains a pair or ring (Co-RL): one trainer process per agent,
 one run directory with a subfolder per agent (see configs/pair-tiny-cpu.yaml).
 Every field of CoevoConfig (TRL's GRPOConfig plus the co-evolution fields) and of TRL's

@@ -1,29 +1,42 @@
-"""Make the tiny models' files that ship with the package (``coevo_code/assets/tiny/`` and
-``coevo_code/assets/tiny-llama/``).
+"""Make the tiny models that ship with the package (``coevo_code/assets/``).
 
-The embedded default run and the tests train a tiny, randomly initialised Qwen2-style model (its
-weights are drawn from ``config.json`` at run time with the run's seed; no weights ship). This
-script writes that architecture config and a small byte-level BPE tokenizer with a ChatML chat
-template, trained here on the bundled problems, their role prompts, reference solutions and tests
-(so that the prompts and short Python programs tokenize compactly). Deterministic: rerunning it gives the same files.
+Warm-started (what ``tiny`` and ``tiny-llama`` mean everywhere: training, evaluation, the frozen
+labeller): a byte-level BPE tokenizer trained on the task world (digits split one by one), an
+architecture config of at most 1.25 M parameters, and weights fine-tuned with TRL's ``SFTTrainer``
+on the world's ``sft`` split, with the production prompts and completion formats, to a mediocre
+start. The fine-tuning corpus holds each family's natural mistakes (the world's mutants: an
+off-by-one, a wrong constant, a wrong end or separator) at rates set per model family
+(:data:`PROFILES`): each model family is weak on half of the task families, where one mistake is
+its most common answer, and the two model families are weak on opposite halves.
 
-    python scripts/make_tiny_model.py            # rewrites coevo_code/assets/tiny/
-    python scripts/make_tiny_model.py --arch llama   # rewrites coevo_code/assets/tiny-llama/
+    python scripts/make_tiny_model.py --arch qwen2           # coevo_code/assets/tiny/
+    python scripts/make_tiny_model.py --arch llama           # coevo_code/assets/tiny-llama/
+    python scripts/make_tiny_model.py --arch qwen2 --check   # also score held-out problems
+    python scripts/make_tiny_model.py --quick --fingerprint  # the reproduction fingerprint
 
-The second family, for pair and ring runs on CPU (a Qwen2-style and a Llama-style agent must
-differ in architecture *and* tokenizer, as cross-family partners do): a Llama-style config (no
-tied embeddings, no attention bias, its own rope base) and a tokenizer trained with a different
-vocabulary size, a prefix space, and Llama-3 chat tokens and template.
+Random (``tiny-random``, ``tiny-llama-random``: the plumbing tests' models, weights drawn at run
+time from the run's seed): ``--random`` writes the config and a tokenizer trained on the bundled
+problems, as before the world existed.
+
+No network, ever. Deterministic up to floating point: rerunning gives the same tokenizer and,
+on the same CPU, the same weights.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import random
+import sys
+import time
 from pathlib import Path
 
-ASSETS = Path(__file__).resolve().parent.parent / "coevo_code" / "assets"
-OUT = ASSETS / "tiny"
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+ASSETS = ROOT / "coevo_code" / "assets"
+FINGERPRINT = ROOT / "tests" / "fixtures" / "tiny_fingerprint.json"
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML = (
     "{% for message in messages %}"
@@ -41,8 +54,91 @@ LLAMA3 = (
     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
     "{% endif %}")
 
+# Each model family's mistakes in the fine-tuning corpus: on its weak task families one mistake
+# (the family's first mutant) is the most common answer; elsewhere the mistakes are spread.
+WEAK = {"qwen2": ("reverse_words", "add_const", "take", "extreme", "element_at"),
+        "llama": ("pick_word", "repeat_word", "count_word", "count_value", "add_each")}
+PROFILES = {"weak": {"right": 0.45, "dominant": 0.45}, "strong": {"right": 0.85, "dominant": 0.0}}
+SFT = {"epochs": {"qwen2": 6, "llama": 4}, "learning_rate": 5e-3, "batch": 32, "size": 4000}
 
-def corpus() -> list[str]:
+
+# ---- the corpus ----------------------------------------------------------------------------------
+def weakness(arch: str, family: str) -> str:
+    """A composition takes the mistakes of its outer family."""
+    base = family.split("+")[-1]
+    return "weak" if base in WEAK[arch] else "strong"
+
+
+def answer(rng: random.Random, arch: str, task) -> str | None:
+    """The expression this example's completion computes: the reference's, or a mutant's."""
+    meta = task.metadata
+    profile = PROFILES[weakness(arch, meta["family"])]
+    mutants = _mutant_exprs(task)
+    r = rng.random()
+    if r < profile["right"] or not mutants:
+        return meta["expr"]
+    if r < profile["right"] + profile["dominant"]:
+        return mutants[0]
+    return rng.choice(mutants[1:] or mutants)
+
+
+def _mutant_exprs(task) -> list[str]:
+    from coevo_code.tasks import world
+    f = world.FAMILIES[task.metadata["family"]]
+    arg = task.metadata["var"]
+    return list(dict.fromkeys(m for m in f.make(task.metadata["params"], arg,
+                                                0).mutants if m != task.metadata["expr"]))
+
+
+def code_completion(task, expr: str) -> str:
+    from coevo_code.tasks import world
+    f = world.FAMILIES[task.metadata["family"]]
+    return f"```python\n{world.program(f, expr, task.entry_point or '', task.metadata['var'])}```"
+
+
+def test_completion(task, expr: str, rng: random.Random) -> str:
+    """One test whose expected output ``expr`` computes (a wrong one when ``expr`` is a
+    mutant's), on an input drawn as the gold tests' are."""
+    from coevo_code.tasks import world
+    f = world.FAMILIES[task.metadata["family"]]
+    var = task.metadata["var"]
+    for _ in range(100):
+        value = f.inputs(rng, task.metadata["params"])
+        try:
+            out = world.evaluate(expr, var, value)
+            world.evaluate(task.metadata["expr"], var, value)
+        except (IndexError, ValueError):
+            continue
+        break
+    if f.kind == "stdio":
+        return (f"**Test Input:**\n```\n{world.render_input(f, value)}```\n\n"
+                f"**Test Output:**\n```\n{world.render_output(f, out)}```")
+    return (f"```python\nassert {task.entry_point}({world.render_input(f, value)}) == "
+            f"{world.render_output(f, out)}\n```")
+
+
+def sft_rows(arch: str, size: int, seed: int = 0) -> list[dict]:
+    """Conversational prompt-completion rows (TRL's format): a coder and a tester example per
+    problem of the ``sft`` split, with the production prompts."""
+    from coevo_code import roles
+    from coevo_code.tasks.world import generate
+    rng = random.Random(f"sft/{arch}/{seed}")
+    rows = []
+    for task in generate("sft", seed=0, size=size):
+        rows.append({"prompt": roles.coder_messages(task), "completion": [
+            {"role": "assistant", "content": code_completion(task, answer(rng, arch, task))}]})
+        rows.append({"prompt": roles.tester_messages(task), "completion": [
+            {"role": "assistant", "content": test_completion(task, answer(rng, arch, task),
+                                                             rng)}]})
+    rng.shuffle(rows)
+    return rows
+
+
+def corpus_world(rows: list[dict]) -> list[str]:
+    return ["\n".join(m["content"] for m in r["prompt"] + r["completion"]) for r in rows]
+
+
+def corpus_bundled() -> list[str]:
     from coevo_code import roles
     from coevo_code.tasks import load_tasks
     texts = []
@@ -56,27 +152,22 @@ def corpus() -> list[str]:
     return texts
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--arch", choices=("qwen2", "llama"), default="qwen2")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--vocab-size", type=int, default=None)
-    args = p.parse_args(argv)
-    llama = args.arch == "llama"
-    out = args.out or (ASSETS / "tiny-llama" if llama else OUT)
-    vocab = args.vocab_size or (1536 if llama else 2048)
-
+# ---- tokenizer and config ------------------------------------------------------------------------
+def make_tokenizer(texts: list[str], llama: bool, vocab: int, digits: bool):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
+    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=llama)
+    # digits one by one; no prefix space there (a prefix space would go before every digit)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=llama and not digits)
+    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                  byte_level]) if digits else byte_level)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=LLAMA_SPECIAL if llama
                                   else SPECIAL, min_frequency=3 if llama else 0,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
-    tok.train_from_iterator(corpus(), trainer=trainer)
+    tok.train_from_iterator(texts, trainer=trainer)
     if llama:
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>",
                                        eos_token="<|eot_id|>",
@@ -89,26 +180,126 @@ def main(argv=None) -> None:
                                        pad_token="<|endoftext|>", unk_token=None,
                                        additional_special_tokens=["<|im_start|>"])
         fast.chat_template = CHATML
-    out.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(out)
+    return fast
 
+
+def make_config(fast, llama: bool, warm: bool):
+    from transformers import LlamaConfig, Qwen2Config
     if llama:
-        config = LlamaConfig(
-            vocab_size=len(fast), hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        return LlamaConfig(
+            vocab_size=len(fast), hidden_size=128 if warm else 64,
+            intermediate_size=320 if warm else 160, num_hidden_layers=4 if warm else 2,
             num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=2048,
             tie_word_embeddings=False, rope_theta=500000.0, bos_token_id=fast.bos_token_id,
             eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, use_cache=True)
-    else:
-        config = Qwen2Config(
-            vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-            tie_word_embeddings=True, bos_token_id=None, eos_token_id=fast.eos_token_id,
-            pad_token_id=fast.pad_token_id, use_cache=True)
-    config.save_pretrained(out)
-    args.out = out
-    for f in sorted(args.out.iterdir()):
-        print(f"{f}  {f.stat().st_size:,} bytes")
-    print(json.dumps({"vocab": len(fast), "eos": fast.eos_token, "pad": fast.pad_token}))
+    return Qwen2Config(
+        vocab_size=len(fast), hidden_size=128 if warm else 64,
+        intermediate_size=384 if warm else 128, num_hidden_layers=4 if warm else 2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id, use_cache=True)
+
+
+# ---- fine-tuning ---------------------------------------------------------------------------------
+def finetune(model, fast, rows: list[dict], out: Path, epochs: float, lr: float, batch: int,
+             max_steps: int = -1, seed: int = 0) -> list[float]:
+    """TRL's SFTTrainer on the rows (loss on the completion only); returns the logged losses."""
+    import datasets
+    from trl import SFTConfig, SFTTrainer
+    args = SFTConfig(output_dir=str(out / "sft-run"), num_train_epochs=epochs, max_steps=max_steps,
+                     learning_rate=lr, lr_scheduler_type="cosine", warmup_steps=0.05,
+                     per_device_train_batch_size=batch, logging_steps=1, save_strategy="no",
+                     report_to="none", use_cpu=True, bf16=False, seed=seed, data_seed=seed,
+                     completion_only_loss=True, max_length=512, weight_decay=0.0,
+                     disable_tqdm=True, dataloader_num_workers=0)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
+                         processing_class=fast)
+    trainer.train()
+    return [x["loss"] for x in trainer.state.log_history if "loss" in x]
+
+
+def build(arch: str, out: Path, quick: bool = False, random_init: bool = False,
+          seed: int = 0) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM
+    llama = arch == "llama"
+    if random_init:
+        fast = make_tokenizer(corpus_bundled(), llama, 1536 if llama else 2048, digits=False)
+        config = make_config(fast, llama, warm=False)
+        out.mkdir(parents=True, exist_ok=True)
+        fast.save_pretrained(out)
+        config.save_pretrained(out)
+        return {"vocab": len(fast)}
+    size = 200 if quick else SFT["size"]
+    rows = sft_rows(arch, size, seed)
+    fast = make_tokenizer(corpus_world(rows), llama, 1024 if llama else 1280, digits=True)
+    config = make_config(fast, llama, warm=True)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    n_params = sum(p.numel() for p in model.parameters())
+    t0 = time.time()
+    work = out.with_name(out.name + ".work")
+    losses = finetune(model, fast, rows, work, SFT["epochs"][arch], SFT["learning_rate"], SFT["batch"],
+                      max_steps=8 if quick else -1, seed=seed)
+    info = {"arch": arch, "params": n_params, "vocab": len(fast),
+            "tokenizer_sha256": hashlib.sha256(fast.backend_tokenizer.to_str().encode())
+            .hexdigest(), "sft_rows": len(rows), "sft_steps": len(losses),
+            "sft_seconds": round(time.time() - t0, 1),
+            "losses": [round(x, 3) for x in losses[:8]], "final_loss": round(losses[-1], 4)}
+    if not quick:
+        out.mkdir(parents=True, exist_ok=True)
+        model.config.use_cache = True
+        model.to(torch.float16).save_pretrained(out)  # half precision: the package stays small
+        fast.save_pretrained(out)
+        (out / "provenance.json").write_text(json.dumps(
+            {k: v for k, v in info.items() if k != "sft_seconds"}, indent=1) + "\n")
+    import shutil
+    shutil.rmtree(work, ignore_errors=True)
+    return info
+
+
+def check(name: str, problems: int = 96, seed: int = 0) -> dict:
+    """Held-out figures of a shipped model at temperature 1 (the warm start's mediocrity)."""
+    from coevo_code.evaluation.heldout import evaluate_model
+    from coevo_code.execution import Executor
+    from coevo_code.tasks.model import seeded_sample
+    from coevo_code.tasks.world import generate
+    from coevo_code.training.model import load_tiny
+    model, tok = load_tiny(name)
+    tasks = seeded_sample(generate("heldout"), problems, seed)
+    with Executor(slots=2) as ex:
+        return evaluate_model(model, tok, tasks, ex, k=4, temperature=1.0, seed=seed)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--arch", choices=("qwen2", "llama"), default="qwen2")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--random", action="store_true", help="the random-weight plumbing model")
+    p.add_argument("--quick", action="store_true", help="a 200-problem corpus, 8 steps, no files")
+    p.add_argument("--fingerprint", action="store_true",
+                   help="with --quick: compare with (or, with --write, write) the stored one")
+    p.add_argument("--write", action="store_true")
+    p.add_argument("--check", action="store_true", help="score held-out problems afterwards")
+    args = p.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    llama = args.arch == "llama"
+    name = ("tiny-llama" if llama else "tiny") + ("-random" if args.random else "")
+    out = args.out or ASSETS / name
+    info = build(args.arch, out, quick=args.quick, random_init=args.random)
+    print(json.dumps(info))
+    if args.fingerprint:
+        stored = json.loads(FINGERPRINT.read_text()) if FINGERPRINT.is_file() else {}
+        if args.write:
+            stored[args.arch] = {k: info[k] for k in ("params", "vocab", "tokenizer_sha256",
+                                                      "losses")}
+            FINGERPRINT.write_text(json.dumps(stored, indent=1) + "\n")
+        else:
+            print(json.dumps({"stored": stored.get(args.arch)}))
+    if args.check and not args.quick and not args.random:
+        print(json.dumps(check(name)))
 
 
 if __name__ == "__main__":

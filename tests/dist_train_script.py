@@ -7,7 +7,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from training_helpers import bundled, scripted_rollout, tiny_config  # noqa: E402
+from training_helpers import PLUMBING, bundled, scripted_rollout, tiny_config  # noqa: E402
 
 from coevo_code.training import train  # noqa: E402
 
@@ -21,7 +21,7 @@ def main(out: str, mode: str) -> None:
     else:                 # 3 problems x 8 rows = 24; 12 per process splits a problem
         over = dict(problems_per_step=3, per_device_train_batch_size=12)
     cfg = tiny_config(out, max_steps=2, **over)
-    res = train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     rank = int(os.environ["RANK"])
     reward = res.trainer.coevo_reward
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:

@@ -7,7 +7,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from training_helpers import bundled, scripted_rollout, tiny_config  # noqa: E402
+from training_helpers import PLUMBING, bundled, scripted_rollout, tiny_config  # noqa: E402
 
 from coevo_code.training import train  # noqa: E402
 
@@ -18,7 +18,7 @@ def main(out: str, resume: bool) -> None:
     tasks = bundled(6)
     cfg = tiny_config(out, max_steps=6, save_strategy="steps", save_steps=1,
                       problems_per_step=3, per_device_train_batch_size=24)
-    train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4, random_variant=True),
+    train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4, random_variant=True),
           resume=resume)
 
 

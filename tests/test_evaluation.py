@@ -72,7 +72,7 @@ def test_parse_bon():
 
 
 # ---- end to end on CPU ---------------------------------------------------------------------------
-COMMON = ["--benchmark", "bundled", "--limit", "3", "--model", "tiny", "--k-code", "2",
+COMMON = ["--benchmark", "bundled", "--limit", "3", "--model", "tiny-random", "--k-code", "2",
           "--k-test", "2", "--bon", "2x2", "--max-tokens", "12", "--bootstrap", "50"]
 
 
@@ -116,7 +116,7 @@ def test_openai_engine_against_a_local_server(tmp_path, server):
     res = json.loads((out / "results.json").read_text())
     assert res["engine"] == "openai" and res["problems"] == 3
     served = log.read_text().splitlines()
-    assert len(served) == 6 and all(x == "tiny 2" for x in served)  # 3 problems x 2 roles, n=2
+    assert len(served) == 6 and all(x == "tiny-random 2" for x in served)  # 3 problems x 2 roles, n=2
     gens = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
     assert all(len(g["completions"]) == 2 for g in gens)
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from training_helpers import bundled, scripted_rollout, gold_test_text, tiny_config  # noqa: E402
+from training_helpers import PLUMBING, bundled, scripted_rollout, gold_test_text, tiny_config  # noqa: E402
 
 from coevo_code.training import train  # noqa: E402
 from coevo_code.training.reward import CoevoReward, Curriculum  # noqa: E402
@@ -33,7 +33,7 @@ def test_self_majority_rewards_the_majority_cluster_and_logs_gold_only(tmp_path)
     tasks = bundled(6)
     cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=2,
                       per_device_train_batch_size=16, label_source="self_majority")
-    res = train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     # the scripted plan: [reference x 3, garbage] where index % 3 != 2: the references are the
     # majority; [garbage, wrong, garbage, wrong] where index % 3 == 2: the two wrong programs
     # agree, so self-reward pays its own wrong majority (what a partner corrects)
@@ -52,8 +52,8 @@ def test_self_majority_rewards_the_majority_cluster_and_logs_gold_only(tmp_path)
 def test_frozen_labels_are_written_once_then_read(tmp_path):
     tasks = bundled(4)
     cfg = tiny_config(tmp_path / "run", max_steps=1, problems_per_step=2,
-                      per_device_train_batch_size=16, label_source="frozen", frozen_model="tiny")
-    train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+                      per_device_train_batch_size=16, label_source="frozen", frozen_model="tiny-random")
+    train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     f = tmp_path / "run" / "frozen_labels.jsonl"
     recs = [json.loads(x) for x in f.read_text().splitlines()]
     assert {(r["task_id"], r["role"]) for r in recs} == {(t.id, role) for t in tasks
@@ -72,7 +72,7 @@ def test_frozen_labels_are_written_once_then_read(tmp_path):
     cfg = tiny_config(tmp_path / "run2", max_steps=1, problems_per_step=2,
                       per_device_train_batch_size=16, label_source="frozen",
                       frozen_labels=str(good))
-    res = train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     assert good.read_bytes() == before
     for ti, codes in _code_rewards(res.trainer.coevo_reward.calls[-1]).items():
         if ti % 3 != 2:
@@ -82,7 +82,7 @@ def test_frozen_labels_are_written_once_then_read(tmp_path):
     missing = tiny_config(tmp_path / "run3", max_steps=1, label_source="frozen",
                           frozen_labels=str(tmp_path / "none.jsonl"))
     with pytest.raises(ValueError, match="no 4 code and test completions for problem"):
-        train(missing, tasks=tasks)
+        train(missing, PLUMBING, tasks=tasks)
 
 
 def test_curriculum_passes_over_problems_outside_the_window():
@@ -107,7 +107,7 @@ def test_curriculum_in_a_run_learns_estimates_and_skips(tmp_path):
                       per_device_train_batch_size=16, label_source="self_majority",
                       curriculum=True, curriculum_window=[0.6, 1.0], save_strategy="steps",
                       save_steps=3)
-    res = train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     est = res.trainer.coevo_reward.curriculum.snapshot()
     assert est and all(0.0 <= v <= 1.0 for v in est.values())
     assert _lines(tmp_path / "run" / "metrics.jsonl")[-1]["curriculum_skipped"] > 0
@@ -119,7 +119,7 @@ def test_early_stopping_keeps_best_and_stops(tmp_path):
     cfg = tiny_config(tmp_path / "run", max_steps=6, eval_tasks="bundled", eval_tasks_limit=2,
                       eval_steps=1, per_device_eval_batch_size=8, keep_best=True,
                       early_stopping_patience=1)
-    res = train(cfg)
+    res = train(cfg, PLUMBING)
     assert res.global_step == 2  # eval 1 sets the best, eval 2 does not beat it
     best = json.loads((tmp_path / "run" / "best" / "best.json").read_text())
     assert best["step"] == 1 and (tmp_path / "run" / "best" / "config.json").exists()
@@ -163,7 +163,7 @@ def test_without_gold_tests_the_gold_metrics_are_null_and_training_runs(tmp_path
     unlabelled = [dataclasses.replace(t, tests=[]) for t in tasks]  # the data has no gold
     cfg = tiny_config(tmp_path / "run", max_steps=1, problems_per_step=2,
                       per_device_train_batch_size=16, label_source="self_majority")
-    res = train(cfg, tasks=unlabelled, rollout_func=scripted_rollout(tasks, 4))
+    res = train(cfg, PLUMBING, tasks=unlabelled, rollout_func=scripted_rollout(tasks, 4))
     line = _lines(tmp_path / "run" / "metrics.jsonl")[0]
     for key in ("code_acc", "bon_acc", "pseudo_label_acc", "ut_acc"):
         assert line[key] is None, key

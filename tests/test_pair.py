@@ -80,7 +80,7 @@ def test_scripted_pair_lockstep_across_epochs_and_rewards_from_the_partner(tmp_p
                                                                            qwen_processes):
     # with 2: qwen trains on two processes of its own (torchrun); its main process swaps and
     # scores the gathered batch, and each process takes its rows back
-    got = _scripted(tmp_path, [("qwen", "tiny"), ("llama", "tiny-llama")], "partner", 8,
+    got = _scripted(tmp_path, [("qwen", "tiny-random"), ("llama", "tiny-llama-random")], "partner", 8,
                     {"qwen": qwen_processes})
     q, l = got["qwen"], got["llama"]
     assert q["steps"] == l["steps"] == 8 and len(q["calls"]) == len(l["calls"]) == 8
@@ -129,7 +129,7 @@ def test_scripted_pair_lockstep_across_epochs_and_rewards_from_the_partner(tmp_p
 
 def test_scripted_ring_of_three_each_labelled_by_its_predecessor(tmp_path):
     # ring order qwen -> llama -> qwen2 -> qwen: llama labels qwen2, qwen2 labels qwen
-    got = _scripted(tmp_path, [("qwen", "tiny"), ("llama", "tiny-llama"), ("qwen2", "tiny")],
+    got = _scripted(tmp_path, [("qwen", "tiny-random"), ("llama", "tiny-llama-random"), ("qwen2", "tiny-random")],
                     "ring", 3)
     ids = got["qwen"]["tasks"]
     for name in ("qwen", "llama", "qwen2"):
@@ -198,7 +198,7 @@ def test_a_stalled_agent_is_named_after_the_timeout_and_stopped(tmp_path):
 def test_ring_of_three_through_the_command(tmp_path):
     cfg = tmp_path / "ring.yaml"
     text = PAIR_YAML.read_text().replace("label_source: partner", "label_source: ring")
-    text += "  - name: qwen-b\n    model_name_or_path: tiny\n    learning_rate: 5.0e-4\n"
+    text += "  - name: qwen-b\n    model_name_or_path: tiny-random\n    learning_rate: 5.0e-4\n"
     cfg.write_text(text)
     run = tmp_path / "ring"
     p = _coevo("--config", str(cfg), "--output_dir", str(run), "--max_steps", "3")
@@ -250,7 +250,7 @@ def test_pair_resume_after_sigkill_of_the_launcher_logs_every_step_once(tmp_path
 def test_bad_pair_configs_are_named(tmp_path):
     from coevo_code.training.pair import PairError, load_pair, validate
     base = PAIR_YAML.read_text()
-    llama = "  - name: llama\n    model_name_or_path: tiny-llama\n"
+    llama = "  - name: llama\n    model_name_or_path: tiny-llama-random\n"
     cases = [
         (llama, llama + "    max_steps: 3\n", "agent 'llama' sets max_steps"),
         (llama, llama + "    per_device_train_batch_size: 16\n", "same rows per optimiser step"),

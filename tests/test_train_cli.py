@@ -24,12 +24,15 @@ def coevo(*args, timeout=600):
 def test_train_resume_and_report_through_the_command(tmp_path):
     run = tmp_path / "run"
     p = coevo("train", "--output_dir", str(run), "--max_steps", "2", "--save_steps", "1",
-              "--problems_per_step", "2", "--per_device_train_batch_size", "16")
+              "--problems_per_step", "2", "--per_device_train_batch_size", "16",
+              "--eval_tasks_limit", "4", "--eval_steps", "2")
     assert p.returncode == 0, p.stderr[-2000:]
     assert f"run directory {run}" in p.stderr
     inputs = yaml.safe_load((run / "config.yaml").read_text())
     assert inputs["max_steps"] == 2 and inputs["problems_per_step"] == 2
-    assert inputs["tasks"] == "bundled" and inputs["output_dir"] == str(run)
+    assert inputs["tasks"] == "world" and inputs["output_dir"] == str(run)
+    evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals] == [0, 2] and all(e["problems"] == 4 for e in evals)
     resolved = json.loads((run / "resolved_config.json").read_text())
     assert resolved["generation_batch_size"] == 16 and resolved["num_generations"] == 4
     # a second start in the same directory is refused, nothing overwritten
@@ -40,11 +43,13 @@ def test_train_resume_and_report_through_the_command(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3]
+    evals = [json.loads(x)["step"] for x in (run / "eval.jsonl").read_text().splitlines()]
+    assert evals == [0, 2, 3]  # the last step is evaluated; no second step-0 evaluation
     assert yaml.safe_load((run / "config.yaml").read_text())["max_steps"] == 3
     rep = coevo("report", str(run))
     assert rep.returncode == 0, rep.stderr
     pngs = rep.stdout.split()
-    assert len(pngs) == 5
+    assert len(pngs) == 7  # accuracy, rewards, p01/p00, parsing, heldout, families, phases
     for png in pngs:
         assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 

@@ -16,7 +16,8 @@ from coevo_code.training import train  # noqa: E402
 from coevo_code.training.run import reward_options  # noqa: E402
 from coevo_code.training.scoring import LOWEST, METRIC_KEYS  # noqa: E402
 from coevo_code.training.trainer import STEP_KEYS  # noqa: E402
-from training_helpers import (GARBAGE, bundled, expected_rewards, scripted_rollout,  # noqa: E402
+from training_helpers import (GARBAGE, PLUMBING, bundled, expected_rewards, scripted_rollout,
+                              scripted_sampler,  # noqa: E402
                               tiny_config)
 
 torch.set_num_threads(1)
@@ -29,7 +30,7 @@ def _lines(path):
 def test_one_full_step_with_generation(tmp_path):
     """The tiny model generates, the sandbox judges, TRL updates: one step end to end."""
     cfg = tiny_config(tmp_path / "run", max_steps=1, save_strategy="steps", save_steps=1)
-    res = train(cfg)
+    res = train(cfg, PLUMBING)
     assert res.global_step == 1
     lines = _lines(tmp_path / "run" / "metrics.jsonl")
     assert [x["step"] for x in lines] == [1]
@@ -84,7 +85,7 @@ def test_reward_routing_and_dropped_rows(tmp_path):
     tasks = bundled(6)
     cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=3,
                       per_device_train_batch_size=24)
-    res = train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     _check_routing(res, tasks, 4)
     # the tests of a problem no solution solves are out of the loss: zero advantage, no tokens
     dropped_tokens = []
@@ -115,7 +116,7 @@ def test_reward_routing_under_gradient_accumulation(tmp_path):
     cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=4,
                       per_device_train_batch_size=8, gradient_accumulation_steps=4)
     assert cfg.steps_per_generation == 4
-    res = train(cfg, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     assert res.global_step == 2
     _check_routing(res, tasks, 4)
     assert len([c for c in res.trainer.coevo_reward.calls if c[0] == "train"]) == 2
@@ -126,7 +127,7 @@ def test_weights_move_with_signal(tmp_path):
     from transformers import AutoModelForCausalLM
     tasks = bundled(6)
     res = train(tiny_config(tmp_path / "run", max_steps=1, problems_per_step=3,
-                            per_device_train_batch_size=24), tasks=tasks,
+                            per_device_train_batch_size=24), PLUMBING, tasks=tasks,
                 rollout_func=scripted_rollout(tasks, 4))
     a = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "initial-model")
     b = AutoModelForCausalLM.from_pretrained(res.final_dir)
@@ -158,24 +159,32 @@ def test_metric_keys_cover_the_issue():
         assert k in STEP_KEYS
 
 
-def test_eval_set_and_tensorboard(tmp_path):
-    """The labelled evaluation set is scored every eval_steps (pooled exactly over the whole
-    set), and the step metrics reach TensorBoard through TRL's report_to."""
+def test_eval_set_and_tensorboard(tmp_path, monkeypatch):
+    """The labelled evaluation set is scored before the first step and every eval_steps (pooled
+    exactly over the whole set, the model's completions scripted), and the step metrics reach
+    TensorBoard through TRL's report_to."""
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     tasks = bundled(6)
+    monkeypatch.setattr("coevo_code.evaluation.heldout.sample", scripted_sampler(tasks))
     cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=3,
                       per_device_train_batch_size=24, eval_tasks="bundled", eval_steps=2,
-                      per_device_eval_batch_size=8, report_to=["tensorboard"])
+                      eval_on_start=True, per_device_eval_batch_size=8,
+                      report_to=["tensorboard"])
     assert cfg.eval_strategy == "steps"
-    train(cfg, tasks=tasks, eval_tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    train(cfg, PLUMBING, tasks=tasks, eval_tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     evals = _lines(tmp_path / "run" / "eval.jsonl")
-    assert [e["step"] for e in evals] == [2]
-    e = evals[0]
-    assert e["problems"] == 6
-    # problems 2 and 5 get only wrong solutions; the others 3 correct of 4
+    assert [e["step"] for e in evals] == [0, 2]
+    e = evals[1]
+    assert e["problems"] == 6 and e["cells"] > 0
+    # problems 2 and 5 get only wrong solutions; the others 3 correct of 4 and a correct greedy
     assert e["code_acc"] == pytest.approx(12 / 24)
+    assert e["code_acc_greedy"] == pytest.approx(4 / 6)
+    assert e["pass_at_4"] == pytest.approx(4 / 6)
     assert e["bon_acc"] == pytest.approx(4 / 6)
+    # tests: the two gold ones pass the reference (no mutants here), wrong and garbage do not
+    assert e["ut_acc"] == pytest.approx(12 / 24)
+    assert set(e["by_family"]) == {"all"} and e["by_family"]["all"]["code_acc"] == e["code_acc"]
     events = list(tmp_path.rglob("events.out.tfevents*"))
     assert events
     tags = set()

@@ -18,7 +18,7 @@ pytest.importorskip("trl")
 from coevo_code.execution import Executor  # noqa: E402
 from coevo_code.training import train  # noqa: E402
 from coevo_code.training.run import reward_options  # noqa: E402
-from training_helpers import bundled, expected_rewards, scripted_rollout, tiny_config  # noqa: E402
+from training_helpers import PLUMBING, bundled, expected_rewards, scripted_rollout, tiny_config  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,7 +62,7 @@ def test_two_processes(tmp_path, mode, per_process):
     one = train(tiny_config(tmp_path / "one", max_steps=2,
                             problems_per_step=4 if mode == "local" else 3,
                             per_device_train_batch_size=32 if mode == "local" else 24),
-                tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+                PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     a = AutoModelForCausalLM.from_pretrained(one.final_dir)
     b = AutoModelForCausalLM.from_pretrained(tmp_path / "dist" / "final")
     init = AutoModelForCausalLM.from_pretrained(tmp_path / "dist" / "initial-model")

@@ -175,12 +175,13 @@ def test_native_loader_errors_name_the_record(tmp_path, text, needle):
 
 
 # ---- the tiny model's files ----------------------------------------------------------------------
-@pytest.mark.parametrize("arch,folder,cls", [("qwen2", "tiny", "qwen2"),
-                                               ("llama", "tiny-llama", "llama")])
-def test_shipped_tiny_model_files_are_what_the_script_makes(tmp_path, arch, folder, cls):
+@pytest.mark.parametrize("arch,folder,cls", [("qwen2", "tiny-random", "qwen2"),
+                                               ("llama", "tiny-llama-random", "llama")])
+def test_shipped_random_tiny_model_files_are_what_the_script_makes(tmp_path, arch, folder, cls):
     pytest.importorskip("tokenizers")
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), "--arch",
-                        arch, "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+                        arch, "--random", "--out", str(tmp_path)], capture_output=True, text=True,
+                       timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     shipped = ROOT / "coevo_code" / "assets" / folder
     names = sorted(x.name for x in shipped.iterdir())

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import yaml
 
+from trl import ModelConfig
+
 from coevo_code.tasks import load_tasks
-from coevo_code.training.cli import TINY_YAML
 from coevo_code.training.config import CoevoConfig
 from coevo_code.training.data import paired_rows
 
@@ -16,8 +17,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func: TRL's hook, used on purpose
 
 
+# The plumbing tests' run: the random tiny model (small and fast) on the bundled problems, no
+# held-out evaluation; the warm-started default run has tests of its own (test_learning.py).
+PLUMBING_YAML = Path(__file__).resolve().parent / "fixtures" / "plumbing.yaml"
+PLUMBING = ModelConfig(model_name_or_path="tiny-random")
+
+
 def tiny_config(output_dir, **overrides) -> CoevoConfig:
-    base = yaml.safe_load(Path(TINY_YAML).read_text())
+    base = yaml.safe_load(PLUMBING_YAML.read_text())
     base.update(output_dir=str(output_dir), save_strategy="no", disable_tqdm=True)
     base.update(overrides)
     return CoevoConfig(**base)
@@ -113,3 +120,25 @@ def expected_rewards(tasks, texts_by_row, options, executor):
         for p, r in zip(g["test"], s.test_rewards):
             out[p] = r
     return out
+
+
+def scripted_sampler(tasks):
+    """A stand-in for ``coevo_code.evaluation.heldout.sample`` (monkeypatched in): the scripted
+    completions of :func:`plan` for the evaluation prompts; greedy: the reference, or a wrong
+    program where every sampled solution is wrong (index % 3 == 2)."""
+    lookup = {}
+    for row in paired_rows(tasks, "eval", 0):
+        lookup[row["prompt"][-1]["content"]] = (row["task_index"], row["role"])
+
+    def sample(model, tokenizer, conversations, n, temperature, max_new_tokens, seed,
+               batch_size=32):
+        out = []
+        for c in conversations:
+            ti, role = lookup[c[-1]["content"]]
+            if not temperature:
+                ok = ti % 3 != 2
+                out.append([f"```python\n{tasks[ti].references[0] if ok else wrong_program(tasks[ti])}```"] * n)
+            else:
+                out.append([plan(tasks[ti], ti, role, j) for j in range(n)])
+        return out
+    return sample

@@ -1,7 +1,8 @@
 """Held-out evaluation of a model held in memory: what a training run writes to ``eval.jsonl``
 before its first step and every ``eval_steps`` after.
 
-Per problem: ``k`` solutions and ``k`` tests sampled at the run's temperature, one greedy solution,
+Per problem (public examples hidden, as CURE's ``eval_no_example``): ``k`` solutions and ``k``
+tests sampled at the run's temperature, one greedy solution,
 then two executor jobs: the solutions (sampled, then greedy) against the gold tests and the
 generated tests, and the reference solution and the problem's mutants against the generated
 tests. The figures (pure functions of those matrices, :func:`problem_eval` and :func:`summarize`):
@@ -22,6 +23,7 @@ tests. The figures (pure functions of those matrices, :func:`problem_eval` and :
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import defaultdict
@@ -157,12 +159,13 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
     """Sample, run, score: the summary (:func:`summarize`) plus ``cells`` and ``time_s``."""
     t0 = time.perf_counter()
     tasks = list(tasks)
-    codes = sample(model, tokenizer, [coder_messages(t) for t in tasks], k, temperature,
+    hidden = [dataclasses.replace(t, examples=[]) for t in tasks]  # CURE's eval_no_example
+    codes = sample(model, tokenizer, [coder_messages(t) for t in hidden], k, temperature,
                    max_new_tokens, seed)
-    tests = sample(model, tokenizer, [tester_messages(t) for t in tasks], k, temperature,
+    tests = sample(model, tokenizer, [tester_messages(t) for t in hidden], k, temperature,
                    max_new_tokens, seed + 1)
-    best = (sample(model, tokenizer, [coder_messages(t) for t in tasks], 1, None, max_new_tokens,
-                   seed) if greedy else [[] for _ in tasks])
+    best = (sample(model, tokenizer, [coder_messages(t) for t in hidden], 1, None,
+                   max_new_tokens, seed) if greedy else [[] for _ in tasks])
     batches, refs = [], []
     for t, c, x, g in zip(tasks, codes, tests, best):
         b = prepare(t, list(c) + list(g), x)

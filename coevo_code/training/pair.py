@@ -10,9 +10,9 @@ its own; ``devices``: its ``CUDA_VISIBLE_DEVICES``; ``env``: extra environment v
     tasks: bundled
     agents:
       - name: qwen
-        model_name_or_path: tiny
+        model_name_or_path: tiny-random
       - name: llama
-        model_name_or_path: tiny-llama
+        model_name_or_path: tiny-llama-random
         learning_rate: 5.0e-4
 
 The launcher writes one run directory: ``config.yaml`` (the pair's inputs) and a subfolder per
