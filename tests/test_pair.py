@@ -94,7 +94,8 @@ def test_scripted_pair_lockstep_across_epochs_and_rewards_from_the_partner(tmp_p
     for mets in (tmp_path / "qwen" / "metrics.jsonl", tmp_path / "llama" / "metrics.jsonl"):
         lines = [json.loads(x) for x in mets.read_text().splitlines()]
         assert [x["step"] for x in lines] == list(range(1, 9))
-        for key in ("agreement", "kappa", "pseudo_label_acc", "labelled", "cross_bon"):
+        for key in ("agreement", "kappa", "pseudo_label_acc", "pseudo_label_kappa", "labelled",
+                    "cross_bon"):
             assert key in lines[0]
     # qwen is labelled by llama. Its reference solutions (rows 0, 1) earn 1 and its wrong one
     # (row 2) 0 at every step but the one where llama plants a wrong answer on the stdio
@@ -122,7 +123,8 @@ def test_scripted_pair_lockstep_across_epochs_and_rewards_from_the_partner(tmp_p
     # logged diagnostics: pseudo-labels against gold (qwen's are perfect where honest)
     lines = [json.loads(x) for x in (tmp_path / "qwen" / "metrics.jsonl").read_text().splitlines()]
     assert lines[0]["pseudo_label_acc"] == 1.0 and lines[0]["labelled"] == 1.0
-    assert lines[2]["pseudo_label_acc"] < 1.0
+    assert lines[0]["pseudo_label_kappa"] == 1.0
+    assert lines[2]["pseudo_label_acc"] < 1.0 and lines[2]["pseudo_label_kappa"] < 1.0
     assert lines[0]["code_acc"] == 0.5  # 2 of 4 solutions pass the gold tests
     assert 0.0 <= lines[0]["agreement"] <= 1.0
 

@@ -44,6 +44,7 @@ def _series(lines, key):
 
 PAIR_PANELS = (("code_acc", "code accuracy (gold, logged only)"),
                ("pseudo_label_acc", "pseudo-label accuracy (vs gold)"),
+               ("pseudo_label_kappa", "pseudo-label kappa (vs gold)"),
                ("agreement", "label agreement with the peer"),
                ("kappa", "Cohen's kappa of errors (with the peer)"),
                ("reward_code_std", "code reward std (collapse -> 0)"),
@@ -182,7 +183,9 @@ def draw_pair_report(run_dir: Path, agents: list[str]) -> list[Path]:
         lines[name] = [x for x in read_jsonl(run_dir / name / "metrics.jsonl")
                        if isinstance(x.get("step"), int)]
     plt = pyplot()
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7), squeeze=False)
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7), squeeze=False)
+    for ax in axes.ravel()[len(PAIR_PANELS):]:
+        ax.axis("off")
     for ax, (key, title) in zip(axes.ravel(), PAIR_PANELS):
         drawn = 0
         for name in agents:
@@ -194,7 +197,7 @@ def draw_pair_report(run_dir: Path, agents: list[str]) -> list[Path]:
             ax.text(0.5, 0.5, "undefined so far\n(nothing labelled, or no gold)", ha="center",
                     va="center", transform=ax.transAxes, color="gray", fontsize=8)
         ax.set_title(title, fontsize=9)
-        ax.set_ylim(-1.02 if key == "kappa" else -0.02, 1.02)
+        ax.set_ylim(-1.02 if "kappa" in key else -0.02, 1.02)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         if drawn:

@@ -88,6 +88,7 @@ class ProblemScore:
     pass_estimate: float | None = None        # curriculum: mean vote share over the agents
     label_agree: tuple = (0, 0)               # (agreeing, compared) with the peer's label
     pseudo_hits: tuple = (0, 0)               # (pseudo-label == gold, judged) on my solutions
+    pseudo_joint: np.ndarray | None = None    # 2 x 2 counts: pseudo-label wrong x gold says wrong
     joint_err: np.ndarray | None = None       # 2 x 2 gold error counts, me x peer
     cross_bon: np.ndarray | None = None       # agents x agents best-of-N (solutions x tests)
 
@@ -285,6 +286,7 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     if gold_ok is not None and ar.pseudo_correct is not None:
         hits = ar.pseudo_correct == gold_ok[my_rows]
         base.pseudo_hits = (int(hits.sum()), int(hits.size))
+        base.pseudo_joint = joint_errors(~ar.pseudo_correct, ~gold_ok[my_rows])
     peer = L.peer(me, jb.n_agents)
     if peer is not None:
         verdicts = []
@@ -339,7 +341,7 @@ METRIC_KEYS = (
     "reward_code_mean", "reward_code_std", "reward_test_mean", "reward_test_std",
     "parse_fail_code", "parse_fail_test", "len_code_mean", "len_test_mean",
     "test_rows_no_signal", "problems", "exec_cells", "exec_cells_per_s",
-    "labelled", "vote_agreement", "agreement", "pseudo_label_acc", "kappa")
+    "labelled", "vote_agreement", "agreement", "pseudo_label_acc", "pseudo_label_kappa", "kappa")
 MATRIX_KEYS = ("joint_errors", "cross_bon")  # lists of lists, in metrics.jsonl only
 
 
@@ -405,18 +407,23 @@ def batch_metrics(scores: Sequence[ProblemScore], exec_seconds: float = 0.0) -> 
 def _label_metrics(scores: Sequence[ProblemScore]) -> dict:
     """labelled: share of problems my labeller labelled; vote_agreement: mean vote share |C|/n
     of those; agreement: share of solutions my and my peer's labels judge alike; pseudo_label_acc:
-    share of my solutions whose pseudo-label (code reward 1) equals the gold verdict; kappa and
+    share of my solutions whose pseudo-label (code reward 1) equals the gold verdict;
+    pseudo_label_kappa: Cohen's kappa between those pseudo-labels and the gold verdicts (agreement
+    beyond what the two base rates give by chance: 0 for a labeller that calls everything right);
+    kappa and
     joint_errors: Cohen's kappa and the 2 x 2 counts of my and my peer's gold errors (i-th
     solution against i-th); cross_bon: best-of-N accuracy of agent a's solutions ranked by agent
     b's tests, mean over problems. None where undefined (gold runs: all None)."""
     lab = [s for s in scores if s.labelled is not None]
     if not lab:
         return {"labelled": None, "vote_agreement": None, "agreement": None,
-                "pseudo_label_acc": None, "kappa": None, "joint_errors": None, "cross_bon": None}
+                "pseudo_label_acc": None, "pseudo_label_kappa": None, "kappa": None,
+                "joint_errors": None, "cross_bon": None}
     votes = [s.vote_agreement for s in lab if s.vote_agreement is not None]
     agree = np.sum([s.label_agree for s in lab], axis=0)
     hits = np.sum([s.pseudo_hits for s in lab], axis=0)
     joints = [s.joint_err for s in lab if s.joint_err is not None]
+    pseudo = [s.pseudo_joint for s in lab if s.pseudo_joint is not None]
     joint = np.sum(joints, axis=0) if joints else None
     cbs = [s.cross_bon for s in lab if s.cross_bon is not None]
     cross = None
@@ -431,6 +438,7 @@ def _label_metrics(scores: Sequence[ProblemScore]) -> dict:
         "vote_agreement": float(np.mean(votes)) if votes else None,
         "agreement": agree[0] / agree[1] if agree[1] else None,
         "pseudo_label_acc": hits[0] / hits[1] if hits[1] else None,
+        "pseudo_label_kappa": kappa_from_joint(np.sum(pseudo, axis=0)) if pseudo else None,
         "kappa": kappa_from_joint(joint) if joint is not None else None,
         "joint_errors": joint.astype(int).tolist() if joint is not None else None,
         "cross_bon": cross,
