@@ -71,25 +71,39 @@ class TransformersEngine(Engine):
     def generate(self, conversations, n, progress=None):
         import torch
         torch.manual_seed(self.sampling.seed)
-        out = []
-        for a in range(0, len(conversations), self.batch_size):
-            chunk = conversations[a:a + self.batch_size]
-            texts = [self.tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
-                     for c in chunk]
-            enc = self.tok(texts, return_tensors="pt", padding=True,
-                           add_special_tokens=False).to(self.device)
-            with torch.inference_mode():
-                gen = self.model.generate(
-                    **enc, do_sample=self.sampling.temperature > 0,
-                    temperature=self.sampling.temperature or None, top_p=self.sampling.top_p,
-                    max_new_tokens=self.sampling.max_tokens, num_return_sequences=n,
-                    pad_token_id=self.tok.pad_token_id)
-            new = gen[:, enc["input_ids"].shape[1]:]
-            decoded = self.tok.batch_decode(new, skip_special_tokens=True)
-            out += [decoded[i * n:(i + 1) * n] for i in range(len(chunk))]
-            if progress:
-                progress(len(chunk))
-        return out
+        return chat_generate(self.model, self.tok, conversations, n, self.sampling.max_tokens,
+                             self.batch_size, progress, temperature=self.sampling.temperature,
+                             top_p=self.sampling.top_p)
+
+
+def chat_generate(model, tokenizer, conversations: Sequence[list[dict]], n: int,
+                  max_new_tokens: int, batch_size: int,
+                  progress: Callable[[int], None] | None = None, *, temperature: float | None,
+                  **sampling) -> list[list[str]]:
+    """``n`` completions per conversation from a transformers model in memory, in batches, with
+    the chat template's generation prompt (greedy when ``temperature`` is None or 0; ``sampling``
+    goes to ``generate``: top_p, top_k). Uses the caller's torch random state; the tokenizer must
+    pad on the left."""
+    import torch
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    out: list[list[str]] = []
+    for a in range(0, len(conversations), batch_size):
+        chunk = conversations[a:a + batch_size]
+        texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
+                 for c in chunk]
+        enc = tokenizer(texts, return_tensors="pt", padding=True,
+                        add_special_tokens=False).to(device)
+        with torch.inference_mode():
+            gen = model.generate(**enc, do_sample=bool(temperature),
+                                 temperature=temperature or None, max_new_tokens=max_new_tokens,
+                                 num_return_sequences=n, pad_token_id=pad, **sampling)
+        new = gen[:, enc["input_ids"].shape[1]:]
+        decoded = tokenizer.batch_decode(new, skip_special_tokens=True)
+        out += [decoded[i * n:(i + 1) * n] for i in range(len(chunk))]
+        if progress:
+            progress(len(chunk))
+    return out
 
 
 class VLLMEngine(Engine):

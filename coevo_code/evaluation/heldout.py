@@ -123,34 +123,20 @@ def sample(model, tokenizer, conversations: list[list[dict]], n: int, temperatur
     """``n`` completions per conversation (greedy when ``temperature`` is None or 0), without
     touching the caller's random state."""
     import torch
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    from .engines import chat_generate
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"
     was_training = model.training
     model.eval()
-    out: list[list[str]] = []
-    device = next(model.parameters()).device
     try:
-        with torch.random.fork_rng(devices=[]), torch.inference_mode():
+        with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            for a in range(0, len(conversations), batch_size):
-                chunk = conversations[a:a + batch_size]
-                texts = [tokenizer.apply_chat_template(c, tokenize=False,
-                                                       add_generation_prompt=True) for c in chunk]
-                enc = tokenizer(texts, return_tensors="pt", padding=True,
-                                add_special_tokens=False).to(device)
-                greedy = not temperature
-                gen = model.generate(**enc, do_sample=not greedy,
-                                     temperature=None if greedy else temperature, top_p=None,
-                                     top_k=None, max_new_tokens=max_new_tokens,
-                                     num_return_sequences=n, pad_token_id=pad)
-                new = gen[:, enc["input_ids"].shape[1]:]
-                decoded = tokenizer.batch_decode(new, skip_special_tokens=True)
-                out += [decoded[i * n:(i + 1) * n] for i in range(len(chunk))]
+            return chat_generate(model, tokenizer, conversations, n, max_new_tokens, batch_size,
+                                 temperature=temperature, top_p=None, top_k=None)
     finally:
         tokenizer.padding_side = side
         model.train(was_training)
-    return out
 
 
 def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4,
