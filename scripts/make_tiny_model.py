@@ -58,8 +58,9 @@ LLAMA3 = (
 # (the family's first mutant) is the most common answer; elsewhere the mistakes are spread.
 WEAK = {"qwen2": ("reverse_words", "add_const", "take", "extreme", "element_at"),
         "llama": ("pick_word", "repeat_word", "count_word", "count_value", "add_each")}
-PROFILES = {"weak": {"right": 0.45, "dominant": 0.45}, "strong": {"right": 0.85, "dominant": 0.0}}
-SFT = {"epochs": {"qwen2": 6, "llama": 4}, "learning_rate": 5e-3, "batch": 32, "size": 4000}
+PROFILES = {"weak": {"right": 0.35, "dominant": 0.55}, "strong": {"right": 0.85, "dominant": 0.0}}
+SFT = {"epochs": {"qwen2": 4, "llama": 3}, "learning_rate": 5e-3, "batch": 32, "size": 4000,
+       "tests_per_problem": 2}
 
 
 # ---- the corpus ----------------------------------------------------------------------------------
@@ -71,9 +72,10 @@ def weakness(arch: str, family: str) -> str:
 
 def answer(rng: random.Random, arch: str, task) -> str | None:
     """The expression this example's completion computes: the reference's, or a mutant's."""
+    from coevo_code.tasks import world
     meta = task.metadata
     profile = PROFILES[weakness(arch, meta["family"])]
-    mutants = _mutant_exprs(task)
+    mutants = world.mutant_exprs(task)
     r = rng.random()
     if r < profile["right"] or not mutants:
         return meta["expr"]
@@ -82,34 +84,73 @@ def answer(rng: random.Random, arch: str, task) -> str | None:
     return rng.choice(mutants[1:] or mutants)
 
 
-def _mutant_exprs(task) -> list[str]:
-    from coevo_code.tasks import world
-    f = world.FAMILIES[task.metadata["family"]]
-    arg = task.metadata["var"]
-    return list(dict.fromkeys(m for m in f.make(task.metadata["params"], arg,
-                                                0).mutants if m != task.metadata["expr"]))
-
-
 def code_completion(task, expr: str) -> str:
     from coevo_code.tasks import world
     f = world.FAMILIES[task.metadata["family"]]
     return f"```python\n{world.program(f, expr, task.entry_point or '', task.metadata['var'])}```"
 
 
+EASY = {"share": 0.6, "draws": 4}
+
+
+def simple_inputs(task) -> list:
+    """The family's simplest inputs, smallest first, built from the problem's parameters where
+    one names a value (``[v]``, the counted word): 0, 1, 2 for an integer, one word for a word,
+    then prefixes of 1 2 3 ... (or of a fixed word line) for a list."""
+    from coevo_code.tasks import world
+    meta = task.metadata
+    sample = world.FAMILIES[meta["family"]].inputs(random.Random(0), meta["params"])
+    params = meta["params"]
+    if isinstance(sample, int):
+        return [0, 1, 2, 3]
+    if isinstance(sample, str):
+        return list(world.WORDS[:3])
+    words = isinstance(sample[0], str)
+    own = [params["word"]] if "word" in params else [params["v"]] if "v" in params else []
+    line = list(world.WORDS[:8]) if words else list(range(1, 9))
+    return ([own] if own else []) + [line[:n] for n in range(1, len(line) + 1)]
+
+
+def test_input(task, rng: random.Random):
+    """The input of one fine-tuning test, as a tester that "prefers an input it can handle
+    reliably" picks it: with probability ``EASY["share"]`` the simplest input that reveals a
+    mistake (:func:`simple_inputs`), otherwise the shortest of ``EASY["draws"]`` fresh draws
+    made as the gold tests' are; always one on which the reference and at least one mutant
+    differ (a test that catches a mistake)."""
+    from coevo_code.tasks import world
+    meta = task.metadata
+    f = world.FAMILIES[meta["family"]]
+    var, params = meta["var"], meta["params"]
+    mutants = world.mutant_exprs(task)
+
+    def usable(value) -> bool:
+        try:
+            out = world.evaluate(meta["expr"], var, value)
+        except (IndexError, ValueError):
+            return False
+        return not mutants or any(world.catches(m, var, value, out) for m in mutants)
+
+    if rng.random() < EASY["share"]:
+        simple = next((v for v in simple_inputs(task) if usable(v)), None)
+        if simple is not None:
+            return simple
+    for _ in range(100):
+        draws = [v for v in (f.inputs(rng, params) for _ in range(EASY["draws"])) if usable(v)]
+        if draws:
+            return min(draws, key=lambda v: len(v) if isinstance(v, list) else 0)
+    raise ValueError(f"no usable test input for {task.id}")
+
+
 def test_completion(task, expr: str, rng: random.Random) -> str:
     """One test whose expected output ``expr`` computes (a wrong one when ``expr`` is a
-    mutant's), on an input drawn as the gold tests' are."""
+    mutant's), on an input :func:`test_input` picks."""
     from coevo_code.tasks import world
     f = world.FAMILIES[task.metadata["family"]]
-    var = task.metadata["var"]
-    for _ in range(100):
-        value = f.inputs(rng, task.metadata["params"])
-        try:
-            out = world.evaluate(expr, var, value)
-            world.evaluate(task.metadata["expr"], var, value)
-        except (IndexError, ValueError):
-            continue
-        break
+    value = test_input(task, rng)
+    try:
+        out = world.evaluate(expr, task.metadata["var"], value)
+    except (IndexError, ValueError):  # the mutant fails on this input: the right answer then
+        out = world.evaluate(task.metadata["expr"], task.metadata["var"], value)
     if f.kind == "stdio":
         return (f"**Test Input:**\n```\n{world.render_input(f, value)}```\n\n"
                 f"**Test Output:**\n```\n{world.render_output(f, out)}```")
@@ -118,8 +159,9 @@ def test_completion(task, expr: str, rng: random.Random) -> str:
 
 
 def sft_rows(arch: str, size: int, seed: int = 0) -> list[dict]:
-    """Conversational prompt-completion rows (TRL's format): a coder and a tester example per
-    problem of the ``sft`` split, with the production prompts."""
+    """Conversational prompt-completion rows (TRL's format): per problem of the ``sft`` split a
+    coder example and ``SFT["tests_per_problem"]`` tester examples, with the production
+    prompts."""
     from coevo_code import roles
     from coevo_code.tasks.world import generate
     rng = random.Random(f"sft/{arch}/{seed}")
@@ -127,9 +169,10 @@ def sft_rows(arch: str, size: int, seed: int = 0) -> list[dict]:
     for task in generate("sft", seed=0, size=size):
         rows.append({"prompt": roles.coder_messages(task), "completion": [
             {"role": "assistant", "content": code_completion(task, answer(rng, arch, task))}]})
-        rows.append({"prompt": roles.tester_messages(task), "completion": [
-            {"role": "assistant", "content": test_completion(task, answer(rng, arch, task),
-                                                             rng)}]})
+        for _ in range(SFT["tests_per_problem"]):
+            rows.append({"prompt": roles.tester_messages(task), "completion": [
+                {"role": "assistant", "content": test_completion(task, answer(rng, arch, task),
+                                                                 rng)}]})
     rng.shuffle(rows)
     return rows
 
@@ -154,14 +197,18 @@ def corpus_bundled() -> list[str]:
 
 # ---- tokenizer and config ------------------------------------------------------------------------
 def make_tokenizer(texts: list[str], llama: bool, vocab: int, digits: bool):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     # digits one by one; no prefix space there (a prefix space would go before every digit)
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=llama and not digits)
-    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                  byte_level]) if digits else byte_level)
+    # a newline is always its own piece: the generation prompt's trailing newlines tokenize as
+    # they do inside the prompt plus the completion (else "\n\n" at the end of Llama's prompt
+    # would be one token there and two in every fine-tuning sequence)
+    tok.pre_tokenizer = (pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex("\n"), behavior="isolated"),
+        pre_tokenizers.Digits(individual_digits=True), byte_level]) if digits else byte_level)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=LLAMA_SPECIAL if llama
                                   else SPECIAL, min_frequency=3 if llama else 0,

@@ -324,7 +324,9 @@ def test_case(f: Family, name: str, inp, out) -> TestCase:
     return TestCase(code=f"assert {name}({render_input(f, inp)}) == {render_output(f, out)}")
 
 
-def _catches(mutant: str, var: str, value, out) -> bool:
+def catches(mutant: str, var: str, value, out) -> bool:
+    """Whether an input whose right output is ``out`` tells the mutant expression apart (a
+    mutant that raises on it is caught)."""
     try:
         return evaluate(mutant, var, value) != out
     except (IndexError, ValueError):
@@ -349,7 +351,7 @@ def _gold(f: Family, prob: Problem, params: dict, var: str, rng: random.Random) 
             continue
         if outs[repr(out)] >= cap:
             continue
-        caught = [m for m in todo if _catches(m, var, v, out)]
+        caught = [m for m in todo if catches(m, var, v, out)]
         if todo and not caught and len(pairs) >= N_TESTS - len(todo):
             continue  # the last places go to inputs that catch the mutants still uncaught
         todo = [m for m in todo if m not in caught]
@@ -360,6 +362,13 @@ def _gold(f: Family, prob: Problem, params: dict, var: str, rng: random.Random) 
             return pairs
     raise LoaderError(f"world: family {f.name}: could not draw {N_TESTS} distinct gold tests "
                       f"that catch every mutant")
+
+
+def mutant_exprs(task: Task) -> list[str]:
+    """The expressions of a world problem's mutants (its metadata holds them as programs)."""
+    meta = task.metadata
+    prob = FAMILIES[meta["family"]].make(meta["params"], meta["var"], 0)
+    return [m for m in dict.fromkeys(prob.mutants) if m != meta["expr"]]
 
 
 def make_task(family: str, params: dict, index: int, split: str, seed: int,
