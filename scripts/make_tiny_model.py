@@ -94,9 +94,10 @@ EASY = {"share": 0.6, "draws": 4}
 
 
 def simple_inputs(task) -> list:
-    """The family's simplest inputs, smallest first, built from the problem's parameters where
-    one names a value (``[v]``, the counted word): 0, 1, 2 for an integer, one word for a word,
-    then prefixes of 1 2 3 ... (or of a fixed word line) for a list."""
+    """The family's simplest inputs, smallest first: 0 to 3 for an integer, three fixed words
+    for a word; for a list, the one-element list of the value a count looks for (``[v]``, the
+    counted word) where the problem has one, then the prefixes of 1 2 3 ... 8 (or of a fixed
+    line of eight words)."""
     from coevo_code.tasks import world
     meta = task.metadata
     sample = world.FAMILIES[meta["family"]].inputs(random.Random(0), meta["params"])
