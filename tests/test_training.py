@@ -16,9 +16,8 @@ from coevo_code.training import train  # noqa: E402
 from coevo_code.training.run import reward_options  # noqa: E402
 from coevo_code.training.scoring import LOWEST, METRIC_KEYS  # noqa: E402
 from coevo_code.training.trainer import STEP_KEYS  # noqa: E402
-from training_helpers import (GARBAGE, PLUMBING, bundled, expected_rewards, scripted_rollout,
-                              scripted_sampler,  # noqa: E402
-                              tiny_config)
+from training_helpers import (GARBAGE, PLUMBING, bundled, expected_rewards,  # noqa: E402
+                              scripted_rollout, scripted_sampler, tiny_config)
 
 torch.set_num_threads(1)
 
