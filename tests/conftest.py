@@ -10,17 +10,35 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.execution.launchers import BwrapLauncher  # noqa: E402
+from coevo_code.execution.launchers import BwrapLauncher, DockerLauncher  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("COEVO_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
-def launchers() -> list:
-    """bwrap where it works here (CI installs it), and always the direct launcher."""
+_DOCKER: tuple[bool, str] | None = None
+
+
+def docker_available() -> tuple[bool, str]:
+    """Whether the docker launcher can run here (an engine answers and the image exists; CI's
+    ``.ci/docker.sh`` starts one and builds the image), and why not. Asked once per session."""
+    global _DOCKER
+    if _DOCKER is None:
+        _DOCKER = DockerLauncher().available()
+    return _DOCKER
+
+
+def launchers(docker: bool = True) -> list:
+    """bwrap where it works here (CI installs it), docker where an engine answers and the image
+    is built, and always the direct launcher."""
     ok, why = BwrapLauncher().available()
-    return [pytest.param("bwrap", marks=pytest.mark.skipif(not ok, reason=f"bwrap: {why}")),
-            "direct"]
+    out = [pytest.param("bwrap", marks=pytest.mark.skipif(not ok, reason=f"bwrap: {why}")),
+           "direct"]
+    if docker:
+        dok, dwhy = docker_available()
+        out.append(pytest.param("docker", marks=pytest.mark.skipif(
+            not dok, reason=f"docker: {dwhy}")))
+    return out
 
 
 @pytest.fixture(scope="module", params=launchers())

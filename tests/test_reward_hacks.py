@@ -17,6 +17,29 @@ COUNTED: dict[str, set] = {}  # attack -> launchers where it earns on the legacy
 RAN: set = set()
 
 
+def _legacy(name: str):
+    """The legacy judge under the launcher ``name``; under docker, in the same container as the
+    judge gets (``fixtures/legacy`` knows bwrap and direct), started from the image's Python."""
+    if name != "docker":
+        return legacy_launcher(name)
+    import json
+
+    from coevo_code.execution.launchers import DockerLauncher
+    from fixtures.legacy import SOURCE
+
+    class LegacyDocker(DockerLauncher):
+        def command(self, cfg):
+            return [self._python, "-I", "-c", SOURCE, json.dumps(cfg)]
+
+    return LegacyDocker()
+
+
+def _runs_under(attack, name: str) -> bool:
+    """The attacks written for bubblewrap run under docker too: the container gives what they
+    rely on (a private, size-capped /tmp, pid and network namespaces), so none is exempt."""
+    return name in attack.launchers or (name == "docker" and "bwrap" in attack.launchers)
+
+
 @pytest.fixture(scope="module", params=launchers())
 def judges(request):
     name = request.param
@@ -25,7 +48,7 @@ def judges(request):
         return Executor(slots=2, launcher=name, allow_unsafe=True)
 
     def old():
-        return Executor(slots=2, launcher=legacy_launcher(name), allow_unsafe=True)
+        return Executor(slots=2, launcher=_legacy(name), allow_unsafe=True)
 
     shared_new, shared_old = new(), old()
     yield name, new, old, shared_new, shared_old
@@ -36,7 +59,7 @@ def judges(request):
 @pytest.mark.parametrize("attack", R.ATTACKS, ids=lambda a: a.name)
 def test_attack_earns_nothing(judges, attack):
     name, new, old, shared_new, shared_old = judges
-    if name not in attack.launchers:
+    if not _runs_under(attack, name):
         pytest.skip(f"{attack.name}: the {name} launcher is documented not to stop it")
     earned_old, _ = R.run_one(old, attack, shared_old, legacy=True)
     earned_new, honest = R.run_one(new, attack, shared_new)

@@ -6,7 +6,8 @@
   root with only the system libraries and the Python installation bound read-only, a private
   /tmp, all capabilities dropped but the few the server needs to drop privileges in its children.
 - ``docker``: the same server in a container (``--network none``, read-only root, tmpfs /tmp),
-  through the ``docker`` SDK, for hosts that have an engine.
+  through the ``docker`` SDK, for hosts that have an engine; its image (``coevo build-image``,
+  ``image.py``) holds only an interpreter, its standard library and numpy.
 
 Each launcher returns a :class:`Channel`: a byte pipe to the server plus a way to kill it.
 """
@@ -295,106 +296,223 @@ class BwrapLauncher(Launcher):
         return self._wrap(server_command(interpreter(), cfg), cfg=cfg)
 
 
+_DOCKER_RUNS: dict[str, tuple[bool, str]] = {}  # image id -> whether a container of it ran
+
+
 class DockerLauncher(Launcher):
-    """The server in a container, through the docker SDK (an engine must answer)."""
+    """The server in a container, one per slot, through the docker SDK (an engine must answer
+    and the image must exist: ``coevo build-image`` builds it offline from this host's Python).
+
+    The container: the image's interpreter, standard library and numpy only (read-only root),
+    ``--network none``, its own pid/mount/ipc/uts namespaces, a ``DISK_CAP_MB`` tmpfs /tmp for
+    the work dirs, every capability dropped but the few the judge needs to move its cells to
+    per-slot uids, ``no-new-privileges``, the engine's default seccomp profile, a pids limit, and
+    stdin closed when the host's attachment goes (so a crashed host leaves no container).
+    """
 
     name = "docker"
     outer = "docker"
+    CAPS = ["SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER"]
+    LABEL = "coevo.sandbox"  # every container carries it, with the executor's token as value
 
     def __init__(self, image: str = "coevo-sandbox:latest"):
         self.image = image
         self._client = None
+        self._python = None
+        self._probe: tuple[bool, str] | None = None
 
     def available(self):
+        if self._probe is not None:
+            return self._probe
         try:
             import docker
         except ImportError:
             return False, "the docker SDK is not installed (pip install docker)"
         try:
-            self._client = docker.from_env(timeout=5)
-            self._client.ping()
+            client = docker.from_env(timeout=30)
+            client.ping()
         except Exception as e:  # noqa: BLE001 - any failure means no engine
-            return False, f"no Docker engine answers ({type(e).__name__}: {e})"
+            msg = str(e).splitlines()[0][:200] if str(e) else ""
+            return False, f"no Docker engine answers ({type(e).__name__}: {msg})"
         try:
-            self._client.images.get(self.image)
+            img = client.images.get(self.image)
         except Exception:  # noqa: BLE001
-            return False, (f"image {self.image} not found: build it with "
-                           f"'docker build -t {self.image} sandbox/'")
-        return True, ""
+            return False, (f"image {self.image} not found: build it offline with "
+                           f"'coevo build-image --tag {self.image}'")
+        labels = (img.attrs.get("Config") or {}).get("Labels") or {}
+        python = labels.get("coevo.python", "/usr/local/bin/python3")
+        if img.id not in _DOCKER_RUNS:  # once per image and process: can it run a container?
+            _DOCKER_RUNS[img.id] = self._run_probe(client, python)
+        if not _DOCKER_RUNS[img.id][0]:
+            return _DOCKER_RUNS[img.id]
+        self._client = client
+        self._python = python
+        self._probe = (True, "")
+        return self._probe
+
+    def _run_probe(self, client, python) -> tuple[bool, str]:
+        try:
+            c = client.containers.create(self.image, [python, "-I", "-c", "print('ok')"],
+                                         network_mode="none", read_only=True)
+        except Exception as e:  # noqa: BLE001
+            return False, self._cannot(e)
+        try:
+            c.start()
+            code = c.wait(timeout=60).get("StatusCode")
+            if code != 0:
+                said = c.logs().decode(errors="replace").strip().splitlines()
+                return False, self._cannot(f"exit {code}: {said[-1] if said else ''}")
+            return True, ""
+        except Exception as e:  # noqa: BLE001
+            return False, self._cannot(e)
+        finally:
+            try:
+                c.remove(force=True)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _cannot(self, e) -> str:
+        msg = getattr(e, "explanation", None) or str(e)  # the daemon's own words, if any
+        msg = (str(msg).strip().splitlines() or [""])[-1][:300]
+        kind = f"{type(e).__name__}: " if isinstance(e, Exception) else ""
+        return f"the engine answers but cannot run the image {self.image} here ({kind}{msg})"
 
     def slot_config(self, slot, base, preload, use_uid, heavy_preload=()):
-        cfg = super().slot_config(slot, "/tmp", preload, True, heavy_preload)
-        cfg["uid"] = SLOT_UID_BASE + slot  # the container's server runs as root inside
-        cfg["uid_test"] = cfg["uid"] + TEST_UID_OFFSET
+        cfg = super().slot_config(slot, "/tmp", preload, use_uid, heavy_preload)
+        if use_uid:  # the judge is root inside its container, whoever runs the host side
+            cfg["uid"] = SLOT_UID_BASE + slot
+            cfg["uid_test"] = cfg["uid"] + TEST_UID_OFFSET
+            cfg["uid_reason"] = ""
+        # what cells may read: the image's /usr (interpreter, standard library, numpy, shared
+        # libraries); /lib and /lib64 are links into it
         cfg["read_paths"] = ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime"]
         return cfg
+
+    def command(self, cfg):
+        return server_command(self._python or "/usr/local/bin/python3", cfg)
 
     def start(self, cfg):
         ok, why = self.available()
         if not ok:
             raise RuntimeError(why)
-        container = self._client.containers.run(
-            self.image, command=server_command("python3", cfg),
-            stdin_open=True, detach=True, network_mode="none", read_only=True,
-            tmpfs={"/tmp": f"rw,exec,size={DISK_CAP_MB}m"}, cap_drop=["ALL"],
-            cap_add=["SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER"],
-            security_opt=["no-new-privileges"], pids_limit=1024, environment=SERVER_ENV,
+        api = self._client.api
+        host_config = api.create_host_config(
+            network_mode="none", read_only=True,
+            tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={DISK_CAP_MB}m,mode=1777"},
+            cap_drop=["ALL"], cap_add=list(self.CAPS) if cfg.get("uid") is not None else [],
+            security_opt=["no-new-privileges"], pids_limit=1024, ipc_mode="private",
             auto_remove=True)
-        return DockerChannel(container)
+        # created, attached, then started: nothing the judge writes (its hello first) can be
+        # written before the host listens
+        c = api.create_container(
+            self.image, command=self.command(cfg), stdin_open=True,  # and StdinOnce (not detached)
+            environment=dict(SERVER_ENV), working_dir="/tmp", user="0:0",
+            labels={self.LABEL: str(cfg.get("token", "")), "coevo.slot": str(cfg.get("slot"))},
+            host_config=host_config)
+        cid = c["Id"]
+        try:
+            sock = api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1,
+                                                  "stream": 1})
+            api.start(cid)
+            pid = api.inspect_container(cid)["State"].get("Pid") or -1
+        except Exception:
+            try:
+                api.remove_container(cid, force=True)
+            except Exception:  # noqa: BLE001
+                pass
+            raise
+        return DockerChannel(api, cid, sock, pid)
 
 
 class DockerChannel(Channel):
-    """A container's attached stdin/stdout (docker multiplexes stdout in 8-byte-header frames)."""
+    """A container's attached stdin/stdout. Without a tty the engine multiplexes stdout and
+    stderr in frames of an 8-byte header (stream, 0, 0, 0, size as big-endian u32) and payload;
+    stdout payloads are the judge's protocol, stderr is kept for ``stderr_tail``."""
 
-    def __init__(self, container):
-        self.container = container
+    def __init__(self, api, cid: str, sock, pid: int):
+        self.api = api
+        self.cid = cid
         self.description = "docker"
-        sock = container.attach_socket(params={"stdin": 1, "stdout": 1, "stream": 1})
-        self.sock = getattr(sock, "_sock", sock)
-        self._buf = b""
-        self._left = 0  # bytes left in the current stdout frame
+        self._host_pid = pid
+        self._wrapper = sock
+        self.sock = getattr(sock, "_sock", sock)  # the raw socket under the SDK's SocketIO
+        self.sock.setblocking(True)
+        self._raw = b""    # bytes received, not yet demultiplexed
+        self._out = b""    # stdout payload ready for read()
+        self._left = 0     # payload bytes still to come in the current frame
+        self._stream = 1   # that frame's stream
+        self._err = b""    # the last stderr bytes
+        self._eof = False
 
     @property
     def pid(self):
-        return -1
+        """The judge's pid on the host (the container's first process)."""
+        return self._host_pid
 
     def write(self, data):
         self.sock.sendall(data)
 
+    def _demux(self):
+        while self._raw:
+            if self._left == 0:
+                if len(self._raw) < 8:
+                    return
+                self._stream = self._raw[0]
+                self._left = struct.unpack(">I", self._raw[4:8])[0]
+                self._raw = self._raw[8:]
+                continue
+            k = min(self._left, len(self._raw))
+            chunk, self._raw = self._raw[:k], self._raw[k:]
+            self._left -= k
+            if self._stream == 1:
+                self._out += chunk
+            else:
+                self._err = (self._err + chunk)[-4096:]
+
     def read(self, n, timeout):
-        self.sock.settimeout(max(0.001, timeout))
-        while True:
-            if self._buf and self._left:
-                k = min(n, len(self._buf), self._left)
-                out, self._buf = self._buf[:k], self._buf[k:]
-                self._left -= k
-                return out
+        """Up to n bytes of the judge's stdout; b"" when the container closed it."""
+        while not self._out:
+            if self._eof:
+                return b""
+            r, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
+            if not r:
+                raise TimeoutError
             try:
                 chunk = self.sock.recv(1 << 20)
-            except OSError as e:  # socket.timeout is an OSError
-                raise TimeoutError from e
+            except OSError:
+                chunk = b""
             if not chunk:
-                return b""
-            self._buf += chunk
-            while not self._left and len(self._buf) >= 8:
-                stream, size = self._buf[0], struct.unpack(">I", self._buf[4:8])[0]
-                self._buf = self._buf[8:]
-                if stream == 1:
-                    self._left = size
-                else:  # stderr frame: drop it
-                    self._buf = self._buf[size:]
+                self._eof = True
+                continue
+            self._raw += chunk
+            self._demux()
+        out, self._out = self._out[:n], self._out[n:]
+        return out
 
     def alive(self):
         try:
-            self.container.reload()
-            return self.container.status == "running"
-        except Exception:  # noqa: BLE001
+            return bool(self.api.inspect_container(self.cid)["State"].get("Running"))
+        except Exception:  # noqa: BLE001 - removed: it ended
             return False
+
+    def stderr_tail(self):
+        lines = self._err.decode("utf-8", "replace").strip().splitlines()
+        return lines[-1][:500] if lines else ""
 
     def kill(self):
         try:
-            self.container.kill()
-        except Exception:  # noqa: BLE001
+            self.api.kill(self.cid)  # SIGKILL; auto_remove deletes the container once it ends
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        for s in (self.sock, self._wrapper):
+            try:
+                s.close()
+            except Exception:  # noqa: BLE001
+                pass
+        # wait until it is gone, so that its processes are too when close() returns
+        try:
+            self.api.wait(self.cid, timeout=10)
+        except Exception:  # noqa: BLE001 - removed already, or slow to end
             pass
 
 
