@@ -8,6 +8,18 @@ separate part, one infinite loop against the same 40 tests. The baseline starts 
 executor's peak memory.
 
     python benchmarks/executor.py [--slots N] [--repeats 3] [--no-loop] [--launcher auto]
+
+``--backend ray`` measures instead the Ray backend against the local executor, in one run, on a
+Ray cluster simulated on this machine (``ray.cluster_utils.Cluster``, bound to 127.0.0.1): one
+node of N slots, then two nodes of N/2 slots each (the same cores: this shows what distribution
+costs, not what more machines give), interleaved repeat after repeat with the local executor of
+N slots. Two workloads: the one above, and a CURE-shaped batch (problems x 16 programs x 17
+tests, small inputs). Prints cells/s and the ratio to local, the driver's CPU time per cell
+(process time of the calling process during ``run``: for the local executor that is its whole
+host side, for Ray only the coordination) and the time to the first result (the first progress
+callback).
+
+    python benchmarks/executor.py --backend ray [--slots 2] [--repeats 3] [--cure-problems 8]
 """
 
 from __future__ import annotations
@@ -80,11 +92,11 @@ def programs() -> list[str]:
     return out
 
 
-def tests(seed: int = 0, count: int = 40) -> list[dict]:
+def tests(seed: int = 0, count: int = 40, max_n: int = 2000) -> list[dict]:
     rng = random.Random(seed)
     out = []
     for _ in range(count):
-        n = rng.randint(1, 2000)
+        n = rng.randint(1, max_n)
         xs = [rng.randint(-10**9, 10**9) for _ in range(n)]
         out.append({"input": f"{n}\n{' '.join(map(str, xs))}\n", "output": f"{sum(xs)} {max(xs)}\n"})
     return out
@@ -167,6 +179,134 @@ def agreement(a, b) -> tuple[int, int, int]:
     return cells, passed_same, outcome_same
 
 
+# ---- the Ray backend against the local executor -------------------------------------------------
+def cure_jobs(problems: int) -> list[dict]:
+    """CURE's shape: per problem 16 programs (correct, wrong, crashing: the pool above) x 16
+    generated tests + 1 gold, with small inputs."""
+    pool = programs()
+    rng = random.Random(1)
+    return [{"id": f"cure{p}", "kind": "stdio", "programs": rng.sample(pool, 16),
+             "tests": tests(seed=100 + p, count=17, max_n=50), "time_limit_s": TIME_LIMIT,
+             "memory_limit_mb": MEM_MB} for p in range(problems)]
+
+
+def timed_run(ex, jobs: list[dict]) -> dict:
+    first: list[float] = []
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = ex.run(jobs, progress=lambda n: first or first.append(time.perf_counter()))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    cells = sum(len(r) for j in res for r in j["outcomes"])
+    return {"wall": wall, "cpu": cpu, "first": (first[0] - t0) if first else wall,
+            "cells": cells, "outcomes": [j["outcomes"] for j in res]}
+
+
+def ray_main(args) -> int:
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        print("--backend ray needs Ray: pip install -e '.[ray]'", file=sys.stderr)
+        return 2
+    from coevo_code.execution.ray_backend import RESOURCE, RayExecutor, _init_ray
+
+    slots = args.slots
+    workloads = {
+        "bench": [{"id": "bench", "kind": "stdio", "programs": programs(), "tests": tests(),
+                   "time_limit_s": TIME_LIMIT, "memory_limit_mb": MEM_MB}],
+        "cure": cure_jobs(args.cure_problems),
+    }
+    opts = {"launcher": args.launcher}
+    if args.unit_cells:
+        opts["unit_cells"] = args.unit_cells
+    local = Executor(slots=slots, launcher=args.launcher)
+    node = {"num_cpus": slots, "resources": {RESOURCE: 1}, "node_ip_address": "127.0.0.1"}
+    t0 = time.perf_counter()
+    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    _init_ray(ray, cluster.address, None)
+    cluster_s = time.perf_counter() - t0
+    rows: dict[str, dict] = {}
+    configs = [("ray, 1 node", 1, slots), ("ray, 2 nodes", 2, max(1, slots // 2))]
+    try:
+        for name, nodes, per_node in configs:
+            if nodes == 2:
+                cluster.add_node(**node)
+                cluster.wait_for_nodes()
+            t0 = time.perf_counter()
+            rex = RayExecutor(address=cluster.address, slots=per_node, **opts)
+            startup = time.perf_counter() - t0
+            warm = [{"id": "warm", "programs": programs()[:4], "tests": tests(count=8)}]
+            local.run(warm)
+            rex.run(warm)
+            for r in range(args.repeats):
+                for wl, jobs in workloads.items():
+                    for label, ex in (("local", local), (name, rex)):
+                        m = timed_run(ex, jobs)
+                        key = f"{label}|{wl}" if label != "local" else f"local ({name})|{wl}"
+                        rows.setdefault(key, {"runs": []})["runs"].append(m)
+            per_node_cells = [p["cells"] for p in rex.stats()["nodes"]]
+            rows[f"{name}|startup"] = {"startup_s": startup, "nodes": len(rex.isolation["nodes"]),
+                                       "slots": rex.isolation["slots"],
+                                       "cells_per_node": per_node_cells}
+            rex.close()
+    finally:
+        local.close()
+        ray.shutdown()
+        cluster.shutdown()
+
+    def med(runs, key):
+        return statistics.median(x[key] for x in runs)
+
+    figures: dict = {"slots": slots, "repeats": args.repeats,
+                     "cluster_start_s": round(cluster_s, 2),
+                     "workloads": {k: sum(len(j["programs"]) * len(j["tests"]) for j in v)
+                                   for k, v in workloads.items()}, "configs": {}}
+    print(f"workloads: bench = 40 programs x 40 tests ({figures['workloads']['bench']} cells), "
+          f"cure = {args.cure_problems} problems x 16 programs x 17 tests "
+          f"({figures['workloads']['cure']} cells); {slots} slots in every configuration; "
+          f"median of {args.repeats}, interleaved with the local executor")
+    head = (f"{'configuration':<22}{'workload':<8}{'cells/s':>9}{'x local':>9}{'paired':>8}"
+            f"{'driver CPU/cell':>17}{'first result':>14}{'verdicts':>10}")
+    print(head)
+    print("-" * len(head))
+    for name, nodes, per_node in configs:
+        info = rows[f"{name}|startup"]
+        fig = {"nodes": info["nodes"], "slots_per_node": per_node, "startup_s": round(
+            info["startup_s"], 2), "cells_per_node": info["cells_per_node"]}
+        for wl in workloads:
+            loc, rr = rows[f"local ({name})|{wl}"]["runs"], rows[f"{name}|{wl}"]["runs"]
+            cells = loc[0]["cells"]
+            l_rate, r_rate = cells / med(loc, "wall"), cells / med(rr, "wall")
+            diffs = sum(a != b for x, y in zip(loc, rr)
+                        for ja, jb in zip(x["outcomes"], y["outcomes"])
+                        for ra, rb in zip(ja, jb) for a, b in zip(ra, rb))
+            paired = statistics.median(x["wall"] / y["wall"] for x, y in zip(loc, rr))
+            fig[wl] = {"local_cells_per_s": round(l_rate, 1), "ray_cells_per_s": round(r_rate, 1),
+                       "ratio": round(r_rate / l_rate, 3), "paired_ratio": round(paired, 3),
+                       "local_driver_cpu_us_per_cell": round(med(loc, "cpu") / cells * 1e6, 1),
+                       "ray_driver_cpu_us_per_cell": round(med(rr, "cpu") / cells * 1e6, 1),
+                       "local_first_result_ms": round(med(loc, "first") * 1e3, 1),
+                       "ray_first_result_ms": round(med(rr, "first") * 1e3, 1),
+                       "outcome_disagreements": diffs}
+            f = fig[wl]
+            print(f"{'local':<22}{wl:<8}{l_rate:>9.1f}{1.0:>9.2f}{'':>8}"
+                  f"{f['local_driver_cpu_us_per_cell']:>14.1f} us"
+                  f"{f['local_first_result_ms']:>11.1f} ms"
+                  f"{'':>10}")
+            print(f"{name + f' ({nodes}x{per_node})':<22}{wl:<8}{r_rate:>9.1f}"
+                  f"{r_rate / l_rate:>9.2f}{paired:>8.2f}"
+                  f"{f['ray_driver_cpu_us_per_cell']:>14.1f} us{f['ray_first_result_ms']:>11.1f} ms"
+                  f"{diffs:>10}")
+        figures["configs"][name] = fig
+        print(f"  {name}: actors started in {fig['startup_s']:.1f} s; cells per node "
+              f"{fig['cells_per_node']}")
+    print(f"cluster start-up (head node): {cluster_s:.1f} s, not counted. x local: ratio of the "
+          "median rates; paired: median over repeats of local time / ray time (robust to a "
+          "drifting load); verdicts: cells whose outcome differs from the local run's")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--slots", type=int, default=len(os.sched_getaffinity(0)))
@@ -174,7 +314,16 @@ def main() -> int:
     ap.add_argument("--launcher", default="auto")
     ap.add_argument("--no-loop", action="store_true", help="skip the infinite-loop part")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--backend", choices=("local", "ray"), default="local",
+                    help="ray: the Ray backend against the local executor on a simulated "
+                         "cluster (see above) instead of the fresh-interpreter baseline")
+    ap.add_argument("--cure-problems", type=int, default=8,
+                    help="--backend ray: problems in the CURE-shaped workload")
+    ap.add_argument("--unit-cells", type=int, default=None,
+                    help="--backend ray: cells per unit (default: the backend's)")
     args = ap.parse_args()
+    if args.backend == "ray":
+        return ray_main(args)
 
     progs, tsts = programs(), tests()
     job = {"id": "bench", "kind": "stdio", "programs": progs, "tests": tsts,

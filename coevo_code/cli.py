@@ -17,12 +17,14 @@ def _die(msg: str, code: int = 2) -> None:
 
 
 def _executor(args):
-    from .execution import Executor, IsolationError
+    """The executor the sandbox flags ask for (``--backend``, ``--address``, ``--slots``,
+    ``--launcher``...), through the one factory; a refusal is one line."""
+    from .execution import IsolationError
+    from .execution.backends import executor_from_args
     try:
-        return Executor(slots=args.slots, launcher=args.launcher, allow_unsafe=args.allow_unsafe,
-                        use_uid=not args.no_uid)
-    except (IsolationError, RuntimeError, ValueError) as e:
-        _die(str(e))
+        return executor_from_args(args)
+    except (IsolationError, RuntimeError, ValueError, ImportError) as e:
+        _die(str(e).splitlines()[0])
 
 
 def _read_jobs(stream):
@@ -121,10 +123,17 @@ def cmd_doctor(args) -> int:
         "uid": "run as root (the server drops each child to a private uid) with a Python "
                "installation readable by other users, or use the bwrap launcher",
         "subreaper": "needs Linux >= 3.4",
-        "container": "optional: a Docker engine and the image built from sandbox/Dockerfile",
+        "container": "optional: a Docker engine and the sandbox image (coevo build-image)",
         "disk": "use the bwrap or docker launcher (cells then write on a size-capped private "
                 "/tmp)",
     }
+    if args.backend == "ray":
+        try:
+            from .execution.ray_backend import doctor_report
+            print(doctor_report(args.address, launcher=args.launcher, use_uid=not args.no_uid))
+        except (IsolationError, RuntimeError, ValueError, ImportError) as e:
+            _die(str(e).splitlines()[0])
+        return 0
     try:
         ex = Executor(slots=1, launcher=args.launcher, allow_unsafe=True, use_uid=not args.no_uid)
     except (IsolationError, RuntimeError, ValueError) as e:
@@ -277,6 +286,11 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "train":
         return cmd_train(argv[1:])
+    if argv and argv[0] == "build-image":
+        from .execution.image import main as build_image_main
+        return build_image_main(argv[1:])
+    from .execution.backends import add_backend_arguments
+
     p = argparse.ArgumentParser(prog="coevo", description="Co-evolving coders and unit testers.")
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -285,6 +299,7 @@ def main(argv=None) -> int:
                        help="how slot servers are isolated (auto: bubblewrap if it works here)")
         q.add_argument("--no-uid", action="store_true",
                        help="do not drop children to a per-slot uid when root")
+        add_backend_arguments(q)
 
     e = sub.add_parser("execute", help="run JOBS.jsonl in the sandbox into pass matrices")
     e.add_argument("jobs", nargs="?", default=str(EXAMPLE_JOBS),
@@ -325,6 +340,8 @@ def main(argv=None) -> int:
 
     sub.add_parser("train", help="train a coder + unit tester (CURE) on TRL; "
                                  "`coevo train --help` for its flags")
+    sub.add_parser("build-image", help="build the docker launcher's sandbox image offline, from "
+                                       "this host's Python; `coevo build-image --help`")
     r = sub.add_parser("report", help="draw a run's training curves (PNG) into its directory")
     r.add_argument("run_dir", help="a run directory written by `coevo train`")
     r.set_defaults(func=cmd_report)

@@ -31,6 +31,9 @@ class TesterArgs:
     tasks_split: str | None = field(default=None, metadata={"help": "split"})
     tasks_limit: int | None = field(default=None, metadata={"help": "use this many problems"})
     torch_threads: int | None = field(default=1, metadata={"help": "torch threads (CPU)"})
+    exec_backend: str = field(default="local", metadata={
+        "help": "where the solutions run: local slots or a Ray cluster (ray)"})
+    exec_address: str | None = field(default=None, metadata={"help": "ray: the cluster address"})
 
 
 def main(argv=None) -> int:
@@ -58,7 +61,9 @@ def main(argv=None) -> int:
     tester = TransformersEngine(targs.tester_model, Sampling(max_tokens=targs.tester_max_tokens,
                                                              seed=config.seed))
     reward = TesterReward(tasks, tester, k_tests=targs.tester_k,
-                          cache_path=Path(config.output_dir) / "tester_tests.jsonl")
+                          cache_path=Path(config.output_dir) / "tester_tests.jsonl",
+                          executor_options={"backend": targs.exec_backend,
+                                            "address": targs.exec_address})
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config,
                           train_dataset=datasets.Dataset.from_list(coder_rows(tasks)),
                           peft_config=get_peft_config(margs))

@@ -1,5 +1,6 @@
 """Launched by tests/test_training_dist.py under ``torchrun --nproc_per_node 2`` (CPU, gloo):
-trains 2 steps on scripted completions and writes what each process's reward call saw."""
+trains 2 steps on scripted completions and writes what each process's reward call saw; with a
+third argument (a Ray cluster's address), every process executes on that cluster."""
 
 import json
 import os
@@ -12,7 +13,7 @@ from training_helpers import PLUMBING, bundled, scripted_rollout, tiny_config  #
 from coevo_code.training import train  # noqa: E402
 
 
-def main(out: str, mode: str) -> None:
+def main(out: str, mode: str, ray_address: str | None = None) -> None:
     import torch
     torch.set_num_threads(1)
     tasks = bundled(6)
@@ -20,6 +21,8 @@ def main(out: str, mode: str) -> None:
         over = dict(problems_per_step=4, per_device_train_batch_size=16)
     else:                 # 3 problems x 8 rows = 24; 12 per process splits a problem
         over = dict(problems_per_step=3, per_device_train_batch_size=12)
+    if ray_address:  # every process scores through the same Ray pool
+        over.update(exec_backend="ray", exec_address=ray_address)
     cfg = tiny_config(out, max_steps=2, **over)
     res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     rank = int(os.environ["RANK"])
@@ -32,4 +35,4 @@ def main(out: str, mode: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

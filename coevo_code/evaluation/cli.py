@@ -96,7 +96,8 @@ def _load(args, executor, for_samples: bool):
 def cmd_eval(args) -> int:
     from tqdm import tqdm
 
-    from ..execution import Executor, IsolationError
+    from ..execution import IsolationError
+    from ..execution.backends import executor_from_args
     from .engines import EngineError, Sampling, make_engine
     from .harness import RANKERS, GenerationCache, generate_all, judge, parse_bon, summarize
     from .report import write_results
@@ -123,10 +124,9 @@ def cmd_eval(args) -> int:
         if v is not None and v < (1 if flag != "k_test" else 0):
             _die(f"--{flag.replace('_', '-')} must be >= {1 if flag != 'k_test' else 0}, got {v}")
     try:
-        ex = Executor(slots=args.slots, launcher=args.launcher, allow_unsafe=args.allow_unsafe,
-                      use_uid=not args.no_uid)
-    except (IsolationError, RuntimeError, ValueError) as e:
-        _die(str(e))
+        ex = executor_from_args(args)
+    except (IsolationError, RuntimeError, ValueError, ImportError) as e:
+        _die(str(e).splitlines()[0])
     t0 = time.time()
     try:
         ts = _load(args, ex, for_samples=bool(args.samples))
@@ -207,7 +207,8 @@ def add_rank_parser(sub, sandbox_flags) -> None:
 
 
 def cmd_rank(args) -> int:
-    from ..execution import Executor, IsolationError
+    from ..execution import IsolationError
+    from ..execution.backends import executor_from_args
     from ..tasks import LoaderError, load_tasks
     from .engines import EngineError, Sampling, make_engine
     from .rank import ALL_RANKERS, dumps, prepare_records, rank_items
@@ -247,10 +248,9 @@ def cmd_rank(args) -> int:
             it.clear()
             it.update({"k": k, "id": str(k), "error": rec["__bad__"]})
     try:
-        ex = Executor(slots=args.slots, launcher=args.launcher, allow_unsafe=args.allow_unsafe,
-                      use_uid=not args.no_uid)
-    except (IsolationError, RuntimeError, ValueError) as e:
-        _die(str(e))
+        ex = executor_from_args(args)
+    except (IsolationError, RuntimeError, ValueError, ImportError) as e:
+        _die(str(e).splitlines()[0])
     try:
         rows = rank_items(items, ex, args.ranker)
     finally:

@@ -6,7 +6,9 @@ For each problem the tester writes ``k_tests`` tests once (cached in memory and,
 ``cache_path``, on disk); every solution the policy writes for it runs against the parsed tests on
 the executor; its reward is the share it passes. A solution that parses to nothing gets 0; a
 problem for which the tester wrote no parseable test gives no reward (None: TRL gives the row zero
-advantage).
+advantage). The executor is the one given, or the one :func:`~coevo_code.execution.make_executor`
+builds from ``executor_options`` (``{"backend": "ray", "address": ...}`` runs the solutions on a
+Ray cluster).
 
     reward = TesterReward(tasks, engine=TransformersEngine("path/to/tester", Sampling()))
     GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=coder_rows(tasks), ...)
@@ -32,11 +34,13 @@ class TesterReward:
     __test__ = False  # not a pytest class
 
     def __init__(self, tasks: Sequence[Task], engine, k_tests: int = 8, executor=None,
-                 cache_path: str | Path | None = None, batch: int = 8):
+                 cache_path: str | Path | None = None, batch: int = 8,
+                 executor_options: dict | None = None):
         from .harness import GenerationCache
         self.tasks = {t.id: t for t in tasks}
         self.engine, self.k_tests, self.batch = engine, k_tests, batch
         self._executor, self._own = executor, executor is None
+        self.executor_options = dict(executor_options or {})
         self.cache = GenerationCache(Path(cache_path)) if cache_path else None
         self.tests: dict[str, list] = {}
         self.calls = 0
@@ -44,8 +48,8 @@ class TesterReward:
     @property
     def executor(self):
         if self._executor is None:
-            from ..execution import Executor
-            self._executor = Executor()
+            from ..execution import make_executor
+            self._executor = make_executor(**self.executor_options)
         return self._executor
 
     def close(self) -> None:

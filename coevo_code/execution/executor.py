@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..sandbox.server import empty_dir
+from .backends import ExecutorBase
 from .jobs import Job, JobError, parse_job
 from .launchers import DISK_CAP_MB, Channel, DirectLauncher, Launcher, choose_launcher
 
@@ -131,7 +132,41 @@ class _JobState:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class Executor:
+def start_batch(jobs: Iterable[Any]) -> tuple[list[dict | None], list[_JobState | None]]:
+    """A batch's jobs parsed, for any backend: the results so far (a malformed job's
+    ``{"id", "error"}``, None elsewhere) and an empty state per well-formed job."""
+    results: list[dict | None] = []
+    states: list[_JobState | None] = []
+    for raw in jobs:
+        jid = raw.get("id") if isinstance(raw, dict) else None
+        try:
+            job = raw if isinstance(raw, Job) else parse_job(raw)
+        except JobError as e:
+            results.append({"id": jid, "error": str(e)})
+            states.append(None)
+            continue
+        n, t = job.shape
+        states.append(_JobState(job, [[None] * t for _ in range(n)],
+                                [[""] * t for _ in range(n)] if job.return_outputs else None))
+        results.append(None)
+    return results, states
+
+
+def finish_batch(results: list[dict | None], states: list[_JobState | None]) -> list[dict]:
+    """The result dict of every job whose state was filled in (``passed``, ``outcomes``,
+    ``seconds``, ``outputs`` when asked), in job order."""
+    for i, st in enumerate(states):
+        if st is None:
+            continue
+        res = {"id": st.job.id, "passed": [[o == "ok" for o in row] for row in st.outcomes],
+               "outcomes": st.outcomes, "seconds": round(max(0.0, st.t1 - st.t0), 6)}
+        if st.outputs is not None:
+            res["outputs"] = st.outputs
+        results[i] = res
+    return results  # type: ignore[return-value]
+
+
+class Executor(ExecutorBase):
     """Run untrusted programs against tests, in parallel slots, each isolated.
 
     Args:
@@ -244,18 +279,6 @@ class Executor:
         except OSError as e:
             log.warning("could not remove the sandbox dir %s: %s", self._base, e)
 
-    def __enter__(self) -> "Executor":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):  # pragma: no cover - best effort
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
-
     def server_pids(self) -> list[int]:
         """Host pids of the slot processes (for tests and monitoring)."""
         return [s.channel.pid for s in self.slots if s.channel is not None]
@@ -308,22 +331,8 @@ class Executor:
     def _run(self, jobs, progress) -> list[dict]:
         if self._closed:
             raise RuntimeError("this Executor is closed")
-        results: list[dict | None] = []
-        states: list[_JobState | None] = []
+        results, states = start_batch(jobs)
         units: list[_Unit] = []
-        for raw in jobs:
-            jid = raw.get("id") if isinstance(raw, dict) else None
-            try:
-                job = raw if isinstance(raw, Job) else parse_job(raw)
-            except JobError as e:
-                results.append({"id": jid, "error": str(e)})
-                states.append(None)
-                continue
-            n, t = job.shape
-            st = _JobState(job, [[None] * t for _ in range(n)],
-                           [[""] * t for _ in range(n)] if job.return_outputs else None)
-            states.append(st)
-            results.append(None)
         # Units of up to chunk_tests tests; on small batches, smaller ones, so that a slow row
         # (an infinite loop times every one of its tests) spreads over all slots.
         want = 4 * len(self.slots)
@@ -352,18 +361,7 @@ class Executor:
             th.start()
         for th in threads:
             th.join()
-        for i, st in enumerate(states):
-            if st is None:
-                continue
-            job = st.job
-            res = {"id": job.id,
-                   "passed": [[o == "ok" for o in row] for row in st.outcomes],
-                   "outcomes": st.outcomes,
-                   "seconds": round(max(0.0, st.t1 - st.t0), 6)}
-            if st.outputs is not None:
-                res["outputs"] = st.outputs
-            results[i] = res
-        return results  # type: ignore[return-value]
+        return finish_batch(results, states)
 
     def _units(self, index: int, job: Job, st: _JobState, size: int) -> list[_Unit]:
         n, t = job.shape

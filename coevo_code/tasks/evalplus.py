@@ -206,9 +206,9 @@ def _expected_outputs(name, records, inputs_of, origin_hash, executor=None, chun
             have = {}
     todo = [r for r in records if r["task_id"] not in have]
     if todo:
-        from ..execution import Executor
+        from ..execution import make_executor
         own = executor is None
-        ex = executor or Executor()
+        ex = executor or make_executor()
         try:
             pending = [(r, i, i + chunk) for r in todo for i in range(0, len(inputs_of(r)), chunk)]
             results: dict[str, dict] = {r["task_id"]: {"outputs": [None] * len(inputs_of(r)),

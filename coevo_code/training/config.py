@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
+from ..execution.backends import BACKENDS
 from ..labels import SOURCES as LABEL_SOURCES
 
 
@@ -58,8 +59,12 @@ class CoevoConfig(GRPOConfig):
         problems_per_step: problems per generation batch; sets ``generation_batch_size`` to
             problems_per_step x 2 x num_generations (k code rows then k test rows per problem).
     Execution
-        exec_slots (default: CPU cores / local processes), exec_launcher (auto, bwrap, direct,
-        docker), exec_allow_unsafe, exec_time_limit_s (override every task's limit).
+        exec_backend (``local`` slots on this machine, or ``ray``: a Ray cluster's CPU nodes,
+        docs/EXECUTION.md), exec_address (the Ray cluster; default: a local Ray instance),
+        exec_slots (default: CPU cores / local processes; under Ray, slots per node shared by
+        every process of the run), exec_launcher
+        (auto, bwrap, direct, docker), exec_allow_unsafe, exec_time_limit_s (override every
+        task's limit).
     Label-free runs
         frozen_labels: the frozen labeller's completions (``generations.jsonl`` of ``coevo eval``);
             frozen_model: the model that writes them at the start when the file does not exist.
@@ -107,6 +112,10 @@ class CoevoConfig(GRPOConfig):
     problems_per_step: int | None = _f(None, "problems per generation batch (sets "
                                              "generation_batch_size = problems x 2 x k)")
     # execution
+    exec_backend: str = _f("local", "where programs run: local slots or a Ray cluster",
+                           choices=list(BACKENDS))
+    exec_address: str | None = _f(None, "ray backend: the cluster's address (default: start a "
+                                        "local Ray instance)")
     exec_slots: int | None = _f(None, "sandbox slots (default: CPU cores / local processes)")
     exec_launcher: str = _f("auto", "sandbox launcher", choices=["auto", "bwrap", "direct", "docker"])
     exec_allow_unsafe: bool = _f(False, "run generated code even with no isolation layer")
@@ -147,6 +156,12 @@ class CoevoConfig(GRPOConfig):
             v = getattr(self, name)
             if v is not None and v < 1:
                 errors.append(f"--{name} must be >= 1, got {v}")
+        if self.exec_backend not in BACKENDS:
+            errors.append(f"--exec_backend must be one of {', '.join(BACKENDS)}, got "
+                          f"{self.exec_backend!r}")
+        elif self.exec_address and self.exec_backend != "ray":
+            errors.append(f"--exec_address {self.exec_address!r} is for the ray backend (set "
+                          f"--exec_backend ray)")
         if self.exec_time_limit_s is not None and not self.exec_time_limit_s > 0:
             errors.append(f"--exec_time_limit_s must be > 0, got {self.exec_time_limit_s}")
         if not 0.0 <= self.label_threshold <= 1.0:

@@ -207,7 +207,8 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     k = config.num_generations
     reward = CoevoReward(
         {"train": tasks, "eval": eval_tasks}, reward_options(config),
-        executor_options={"slots": config.exec_slots, "launcher": config.exec_launcher,
+        executor_options={"backend": config.exec_backend, "address": config.exec_address,
+                          "slots": config.exec_slots, "launcher": config.exec_launcher,
                           "allow_unsafe": config.exec_allow_unsafe},
         local_batch={"train": config.per_device_train_batch_size * config.steps_per_generation,
                      "eval": config.per_device_eval_batch_size},
