@@ -41,11 +41,19 @@ def launchers(docker: bool = True) -> list:
     return out
 
 
-@pytest.fixture(scope="module", params=launchers())
-def executor(request):
-    with Executor(slots=2, launcher=request.param) as ex:
-        ex.run([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])  # warm
-        yield ex
+def executor_fixture(docker: bool):
+    """The ``executor`` fixture: one warm executor per launcher, per module. The sandbox suites
+    (verdicts, hostile programs, isolation) take it with docker (``executor =
+    executor_fixture(docker=True)``); other modules get this file's, without docker."""
+    @pytest.fixture(scope="module", params=launchers(docker=docker), name="executor")
+    def _executor(request):
+        with Executor(slots=2, launcher=request.param) as ex:
+            ex.run([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])
+            yield ex
+    return _executor
+
+
+executor = executor_fixture(docker=False)
 
 
 def owned_processes(ex: Executor) -> list[tuple[int, int]]:

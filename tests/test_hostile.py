@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, owned_processes
+from conftest import REPO, executor_fixture, owned_processes
+
+executor = executor_fixture(docker=True)  # every launcher here, the container too
 
 SECRET = "coevo-test-secret-7d1f"
 os.environ["COEVO_TEST_SECRET"] = SECRET  # set before any executor starts (import time)

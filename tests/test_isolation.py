@@ -11,7 +11,9 @@ import time
 import pytest
 
 from coevo_code.execution import Executor
-from conftest import launchers, owned_processes
+from conftest import executor_fixture, launchers, owned_processes
+
+executor = executor_fixture(docker=True)  # every launcher here, the container too
 
 from pathlib import Path
 

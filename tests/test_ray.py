@@ -347,17 +347,24 @@ def test_without_ray_the_error_says_how_to_install(monkeypatch):
 
 
 def test_ctrl_c_cancels_and_the_executor_still_works(sim):
+    import signal
     sim.nodes(1)
     tests = [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(10)]
-    with RayExecutor(address=sim.address, slots=2) as ex:
-        timer = threading.Timer(1.0, _thread.interrupt_main)
-        t0 = time.monotonic()
-        timer.start()
-        with pytest.raises(KeyboardInterrupt):
-            ex.run([{"programs": [SLOW_OK] * 10, "tests": tests}])  # about 10 s of work
-        assert time.monotonic() - t0 < 5
-        res = ex.run([{"programs": ["print(input())"], "tests": tests}])[0]
-        assert res["outcomes"] == [["ok"] * 10]
+    # Ctrl-C as a terminal delivers it, to Python's own SIGINT handler (a library that an
+    # earlier test of the session imported may have installed another in this process)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with RayExecutor(address=sim.address, slots=2) as ex:
+            timer = threading.Timer(1.0, _thread.interrupt_main)
+            t0 = time.monotonic()
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                ex.run([{"programs": [SLOW_OK] * 10, "tests": tests}])  # about 10 s of work
+            assert time.monotonic() - t0 < 5
+            res = ex.run([{"programs": ["print(input())"], "tests": tests}])[0]
+            assert res["outcomes"] == [["ok"] * 10]
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 # ---- 4. through the factory, and the doctor ------------------------------------------------------
@@ -491,7 +498,7 @@ def test_a_pair_run_scores_through_one_ray_pool(sim, tmp_path):
     run = tmp_path / "pair"
     p = subprocess.run([sys.executable, "-m", "coevo_code.cli", "train", "--config",
                         str(cfg), "--output_dir",
-                        str(run), "--max_steps", "2", "--exec_backend", "ray",
+                        str(run), "--max_steps", "1", "--exec_backend", "ray",
                         "--exec_address", sim.address],
                        env={**os.environ, "OMP_NUM_THREADS": "1",
                             "TRL_EXPERIMENTAL_SILENCE": "1"},
@@ -500,5 +507,4 @@ def test_a_pair_run_scores_through_one_ray_pool(sim, tmp_path):
     assert len(_sandbox_actor_jobs() - before) == 2  # one driver per agent
     for agent in ("qwen", "llama"):
         steps = [json.loads(x) for x in (run / agent / "metrics.jsonl").read_text().splitlines()]
-        assert [s["step"] for s in steps] == [1, 2]
-        assert all(s["exec_cells"] > 0 for s in steps)
+        assert [s["step"] for s in steps] == [1] and steps[0]["exec_cells"] > 0

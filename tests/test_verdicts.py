@@ -7,6 +7,10 @@ import sys
 
 import pytest
 
+from conftest import executor_fixture
+
+executor = executor_fixture(docker=True)  # every launcher here, the container too
+
 A_PLUS_B = [{"input": "1 2\n", "output": "3\n"}, {"input": "-5 5\n", "output": "0\n"},
             {"input": "1000000000 1000000000\n", "output": "2000000000\n"}]
 
