@@ -12,11 +12,11 @@ Sources (``label_source``):
 - ``frozen`` (SRT's stabiliser): a fixed labeller whose completions were sampled once and stored.
 
 The labeller's pseudo-label of a problem (:func:`vote`): its solutions are clustered by their
-outputs on the inputs of *its own* tests (:func:`coevo_code.rewards.execution_majority`, the
-SRT/TTRL vote, MBR-exec clustering); the largest cluster is the pseudo-correct set C, provided its
-share ``|C| / n`` reaches ``threshold`` (else the problem is *unlabelled*). The labeller's
-*accurate* tests are those every solution of C passes ("the partner's tests, filtered by the
-partner's own agreement").
+outputs on the inputs of *its own* tests (:func:`execution_majority`, the SRT/TTRL vote, MBR-exec
+clustering by :func:`cluster_by_outputs`); the largest cluster is the pseudo-correct set C,
+provided its share ``|C| / n`` reaches ``threshold`` (else the problem is *unlabelled*). The
+labeller's *accurate* tests are those every solution of C passes ("the partner's tests, filtered
+by the partner's own agreement").
 
 Rewards of agent i labelled by j (:func:`agent_rewards`):
 
@@ -46,8 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rewards import (accurate_tests, cure_test_rewards, execution_majority,
-                      pseudo_gold_code_rewards)
+from .rewards import _bool2d, accurate_tests, cure_test_rewards, pseudo_gold_code_rewards
 
 SOURCES = ("gold", "partner", "ring", "self_majority", "frozen")
 FROZEN = -1  # the labeller index of the frozen source (its block is the last)
@@ -102,6 +101,82 @@ def probe_code(test_code: str) -> str | None:
     return "\n".join(body)
 
 
+# ---- the execution-majority vote -----------------------------------------------------------------
+def cluster_by_outputs(outputs, errored=None) -> np.ndarray:
+    """Cluster solutions by their output vectors (MBR-exec's exact-match equivalence, Shi et al.
+    2022, arXiv:2204.11454; the SRT / TTRL vote's answer classes).
+
+    ``outputs[i][j]``: solution i's output on input j (``return_outputs`` of the executor);
+    ``errored[i][j]``: whether that run failed (its output then compares as an error marker, so a
+    partial error is part of the vector). Returns each solution's cluster id (0, 1, ... in order of
+    first appearance), or -1 for a solution that errored on every input (with no input: every
+    solution). Raises ValueError when a solution lacks an output for some input or ``errored`` is
+    not n x m."""
+    n = len(outputs)
+    if n == 0:
+        return np.zeros(0, dtype=int)
+    m = len(outputs[0])
+    if any(len(row) != m for row in outputs):
+        raise ValueError("every solution needs an output for every input")
+    cluster = np.full(n, -1)
+    if m == 0:
+        return cluster
+    err = (np.zeros((n, m), dtype=bool) if errored is None
+           else _bool2d(errored, "errored"))
+    if err.shape != (n, m):
+        raise ValueError(f"errored has shape {err.shape}, expected {(n, m)}")
+    keys: dict[tuple, int] = {}
+    for i in range(n):
+        if err[i].all():
+            continue
+        key = tuple(None if err[i, j] else outputs[i][j] for j in range(m))
+        cluster[i] = keys.setdefault(key, len(keys))
+    return cluster
+
+
+@dataclass(frozen=True)
+class MajorityLabel:
+    """The pseudo-correct set found by execution majority.
+
+    correct: boolean mask over solutions (the largest cluster); agreement: |C| / n;
+    cluster: the cluster index of each solution (-1: errored on every input, joins none).
+    """
+
+    correct: np.ndarray
+    agreement: float
+    cluster: np.ndarray
+
+
+def execution_majority(outputs, errored=None, threshold: float = 0.0) -> MajorityLabel | None:
+    """Execution majority (SRT, arXiv:2505.21444 / TTRL, arXiv:2504.16084 majority vote; MBR-exec
+    clustering): cluster solutions by their output vectors on the generated test inputs
+    (:func:`cluster_by_outputs`); the largest cluster is C.
+
+    ``outputs[i][j]``: solution i's output on input j (``return_outputs`` of the executor);
+    ``errored[i][j]``: whether that run failed (its output then counts as an error marker). A
+    solution that errors on every input joins no cluster. ``agreement = |C| / n`` over all n
+    solutions. None (unlabelled) when there is no input, no cluster, a tie for the largest
+    cluster, or agreement below ``threshold`` (default 0: plurality).
+    """
+    n = len(outputs)
+    if n == 0:
+        return None
+    cluster = cluster_by_outputs(outputs, errored)
+    joined = cluster[cluster >= 0]
+    if joined.size == 0:
+        return None
+    sizes = np.bincount(joined)
+    best = sizes.max()
+    if (sizes == best).sum() > 1:
+        return None
+    agreement = best / n
+    if agreement < threshold:
+        return None
+    return MajorityLabel(correct=cluster == int(sizes.argmax()), agreement=float(agreement),
+                         cluster=cluster)
+
+
+# ---- the labeller's pseudo-label and the rewards it gives ----------------------------------------
 @dataclass(frozen=True)
 class PseudoLabel:
     """A labeller's pseudo-label of one problem.

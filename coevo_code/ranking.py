@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .labels import cluster_by_outputs
 from .rewards import _bool2d
 
 
@@ -49,16 +50,11 @@ def mbr_exec_select(outputs, errored=None) -> int:
     """MBR-exec (Shi et al. 2022, arXiv:2204.11454) with the 0/1 loss on execution results: the
     solution whose outputs on the generated inputs agree exactly with the most other solutions.
     ``outputs[i][j]``: solution i's output on input j; ``errored[i][j]`` marks failed runs (their
-    outputs compare as an error marker)."""
-    n = len(outputs)
-    if n == 0:
+    outputs compare as an error marker, so the solutions that errored on every input agree with
+    each other). Clusters: :func:`coevo_code.labels.cluster_by_outputs`."""
+    if len(outputs) == 0:
         raise ValueError("no solution to select from")
-    err = None if errored is None else _bool2d(errored, "errored")
-    keys = []
-    for i, row in enumerate(outputs):
-        keys.append(tuple(None if err is not None and err[i, j] else o for j, o in enumerate(row)))
-    counts: dict[tuple, int] = {}
-    for k in keys:
-        counts[k] = counts.get(k, 0) + 1
-    agree = [counts[k] - 1 for k in keys]
+    cluster = cluster_by_outputs(outputs, errored)  # -1 (errored throughout) is a cluster here
+    _, which, sizes = np.unique(cluster, return_inverse=True, return_counts=True)
+    agree = sizes[which] - 1
     return int(np.argmax(agree))

@@ -2,18 +2,17 @@
 
 Conventions: a pass matrix is ``passed[n, t + m]`` (n solutions; t gold tests first, then m
 generated ones); ``gold = passed[:, :t]`` and ``generated = passed[:, t:]``. ``correct`` is a
-boolean mask over the n solutions (from gold tests, a partner, or an execution majority).
+boolean mask over the n solutions (from gold tests, a partner, or an execution majority: the
+votes and labels themselves live in :mod:`coevo_code.labels`).
 
 References:
 - CURE: Wang et al., "Co-Evolving LLM Coder and Unit Tester via Reinforcement Learning",
   arXiv:2506.03136 (2025), Sec. 3, Eq. 4 and Theorem 3.1; its published ``optimization/reward.py``.
-- SRT / TTRL: majority vote over sampled answers as a pseudo-label (Shafayat et al. 2025; Zuo et
-  al. 2025); MBR-exec (Shi et al. 2022) for the execution-based clustering.
+- Co-RL: :func:`pseudo_gold_code_rewards`, CURE's code reward with a labeller's accurate tests as
+  the gold ones (the labeller's vote: :func:`coevo_code.labels.execution_majority`).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -178,87 +177,7 @@ def cure_length_shaping(normalized, lengths, min_len: int = DEFAULT_MIN_LEN,
     return balance_and_standardize(shaped)
 
 
-# ---- label-free labels -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class MajorityLabel:
-    """The pseudo-correct set found by execution majority.
-
-    correct: boolean mask over solutions (the largest cluster); agreement: |C| / n;
-    cluster: the cluster index of each solution (-1: errored on every input, joins none).
-    """
-
-    correct: np.ndarray
-    agreement: float
-    cluster: np.ndarray
-
-
-def execution_majority(outputs, errored=None, threshold: float = 0.0) -> MajorityLabel | None:
-    """Execution majority (SRT / TTRL majority vote, MBR-exec clustering): cluster solutions by
-    their output vectors on the generated test inputs; the largest cluster is C.
-
-    ``outputs[i][j]``: solution i's output on input j (``return_outputs`` of the executor);
-    ``errored[i][j]``: whether that run failed (its output then counts as an error marker). A
-    solution that errors on every input joins no cluster. ``agreement = |C| / n`` over all n
-    solutions. None (unlabelled) when there is no input, no cluster, a tie for the largest
-    cluster, or agreement below ``threshold`` (default 0: plurality).
-    """
-    n = len(outputs)
-    if n == 0:
-        return None
-    m = len(outputs[0])
-    if any(len(row) != m for row in outputs):
-        raise ValueError("every solution needs an output for every input")
-    if m == 0:
-        return None
-    err = (np.zeros((n, m), dtype=bool) if errored is None
-           else _bool2d(errored, "errored"))
-    if err.shape != (n, m):
-        raise ValueError(f"errored has shape {err.shape}, expected {(n, m)}")
-    keys: dict[tuple, int] = {}
-    cluster = np.full(n, -1)
-    for i in range(n):
-        if err[i].all():
-            continue
-        key = tuple(None if err[i, j] else outputs[i][j] for j in range(m))
-        cluster[i] = keys.setdefault(key, len(keys))
-    if not keys:
-        return None
-    sizes = np.bincount(cluster[cluster >= 0], minlength=len(keys))
-    best = sizes.max()
-    if (sizes == best).sum() > 1:
-        return None
-    agreement = best / n
-    if agreement < threshold:
-        return None
-    return MajorityLabel(correct=cluster == int(sizes.argmax()), agreement=float(agreement),
-                         cluster=cluster)
-
-
-def partner_rewards(mine_vs_partner_tests, partner_vs_my_tests, partner_correct,
-                    partner_tests_vs_partner=None, post_stage: bool = False):
-    """Co-RL rewards from a partner's labels (no gold tests).
-
-    - ``partner_correct``: C of the *partner's* solutions (e.g. :func:`execution_majority` on its
-      outputs);
-    - the partner's accurate tests: those every solution in its C passes
-      (``partner_tests_vs_partner``: partner solutions x partner tests);
-    - my code rewards: share of the partner's accurate tests passed
-      (``mine_vs_partner_tests``: my solutions x partner tests);
-    - my test rewards: :func:`cure_test_rewards` of ``partner_vs_my_tests`` (partner solutions x
-      my tests) against the partner's C and the rest of its solutions.
-
-    Returns ``(code_rewards or None, test_rewards or None)``; None where there is no signal (no
-    partner C, or no accurate partner test).
-    """
-    partner_correct = np.asarray(partner_correct, dtype=bool)
-    test_rewards = cure_test_rewards(partner_vs_my_tests, partner_correct, post_stage)
-    code_rewards = None
-    if partner_tests_vs_partner is not None and partner_correct.any():
-        accurate = accurate_tests(partner_tests_vs_partner, partner_correct)
-        code_rewards = pseudo_gold_code_rewards(mine_vs_partner_tests, accurate)
-    return code_rewards, test_rewards
-
-
+# ---- label-free code reward (the labels themselves: coevo_code.labels) --------------------------
 def pseudo_gold_code_rewards(passed, accurate, all_passed: bool = False):
     """CURE's code reward with a labeller's accurate tests as the gold ones: the share of the
     ``accurate`` columns of ``passed`` (solutions x the labeller's tests) each solution passes

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from coevo_code import labels as L
 from coevo_code import rewards as R
 from coevo_code.metrics import mu_estimate
 
@@ -109,18 +110,18 @@ def test_length_shaping_equal_positive_lengths_and_all_ones():
 def test_execution_majority():
     outs = [["1", "2"], ["1", "2"], ["1", "3"], ["x", "x"]]
     err = [[0, 0], [0, 0], [0, 0], [1, 1]]
-    lab = R.execution_majority(outs, err)
+    lab = L.execution_majority(outs, err)
     assert np.array_equal(lab.correct, [True, True, False, False])
     assert lab.agreement == 0.5 and lab.cluster[3] == -1
-    assert R.execution_majority(outs, err, threshold=0.6) is None
-    assert R.execution_majority([["1"], ["2"]]) is None  # tie for largest
-    assert R.execution_majority([[], []]) is None        # no generated input
-    assert R.execution_majority([["a"], ["b"]], [[1], [1]]) is None  # nobody ran
+    assert L.execution_majority(outs, err, threshold=0.6) is None
+    assert L.execution_majority([["1"], ["2"]]) is None  # tie for largest
+    assert L.execution_majority([[], []]) is None        # no generated input
+    assert L.execution_majority([["a"], ["b"]], [[1], [1]]) is None  # nobody ran
     # a partial error is part of the output vector
-    lab = R.execution_majority([["1", "e"], ["1", "e"], ["1", "2"]], [[0, 1], [0, 1], [0, 0]])
+    lab = L.execution_majority([["1", "e"], ["1", "e"], ["1", "2"]], [[0, 1], [0, 1], [0, 0]])
     assert np.array_equal(lab.correct, [True, True, False])
     with pytest.raises(ValueError, match="every input"):
-        R.execution_majority([["1"], ["1", "2"]])
+        L.execution_majority([["1"], ["1", "2"]])
 
 
 def test_partner_rewards():
@@ -129,10 +130,16 @@ def test_partner_rewards():
     partner_c = np.array([True, True, False])
     mine_vs_partner = np.array([[1, 1], [0, 1]], bool)      # my 2 solutions on partner tests
     partner_vs_mine = np.array([[1, 1, 0], [1, 0, 0], [0, 1, 1]], bool)  # partner sols x my tests
-    code, tests = R.partner_rewards(mine_vs_partner, partner_vs_mine, partner_c, partner_own)
+    # the joint matrix: me (agent 0: 2 solutions, 3 tests), then the partner (agent 1)
+    passed = np.block([[np.zeros((2, 3), bool), mine_vs_partner],
+                       [partner_vs_mine, partner_own]])
+    rows, cols = np.repeat([0, 1], [2, 3]), np.repeat([0, 1], [3, 2])
+    label = L.PseudoLabel(partner_c, R.accurate_tests(partner_own, partner_c), 2 / 3)
+    r = L.agent_rewards("partner", 0, 2, passed, [None, label], rows, cols)
+    code, tests = r.code, r.test
     assert np.array_equal(code, [1.0, 0.0])  # scored on the partner's accurate test 0 only
     assert np.allclose(tests, R.cure_test_rewards(partner_vs_mine, partner_c))
     assert np.allclose(tests, [1.0, -1.0, -1.0])
-    none_code, none_tests = R.partner_rewards(mine_vs_partner, partner_vs_mine,
-                                              [False] * 3, partner_own)
-    assert none_code is None and none_tests is None
+    # no partner C (the partner's vote left the problem unlabelled): no signal for either role
+    none = L.agent_rewards("partner", 0, 2, passed, [None, None], rows, cols)
+    assert none.code is None and none.test is None
