@@ -24,6 +24,7 @@ import numpy as np
 
 from ..ranking import mbr_exec_select
 from ..roles import parse_program, parse_test, tester_messages
+from ..sandbox.protocol import ANSWERED
 from ..tasks.model import Task, TestCase
 from .harness import RANKERS
 
@@ -114,7 +115,7 @@ def rank_items(items: list[dict], executor, ranker: str) -> list[dict]:
             continue
         passed = np.asarray(res["passed"], dtype=bool).reshape(len(it["programs"]), -1)
         if ranker == "mbr":
-            errored = np.asarray([[o != "ok" and o != "wrong_answer" for o in row]
+            errored = np.asarray([[o not in ANSWERED for o in row]
                                   for row in res["outcomes"]], dtype=bool).reshape(passed.shape)
             choice = mbr_exec_select(res["outputs"], errored) if passed.shape[1] else 0
         else:

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ..sandbox.protocol import OK, SANDBOX
 from ..sandbox.server import empty_dir
 from .backends import ExecutorBase
 from .jobs import Job, JobError, parse_job
@@ -158,7 +159,7 @@ def finish_batch(results: list[dict | None], states: list[_JobState | None]) -> 
     for i, st in enumerate(states):
         if st is None:
             continue
-        res = {"id": st.job.id, "passed": [[o == "ok" for o in row] for row in st.outcomes],
+        res = {"id": st.job.id, "passed": [[o == OK for o in row] for row in st.outcomes],
                "outcomes": st.outcomes, "seconds": round(max(0.0, st.t1 - st.t0), 6)}
         if st.outputs is not None:
             res["outputs"] = st.outputs
@@ -410,7 +411,7 @@ class Executor(ExecutorBase):
                 slot.close()
                 res = None
         k = unit.stop - unit.start
-        outcomes = res["outcomes"] if res else ["sandbox_error"] * k
+        outcomes = res["outcomes"] if res else [SANDBOX] * k
         with st.lock:
             st.outcomes[unit.program][unit.start:unit.stop] = outcomes
             if st.outputs is not None and res and res.get("outputs") is not None:

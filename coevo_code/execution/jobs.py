@@ -11,8 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-OUTCOMES = ("ok", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit",
-            "syntax_error", "sandbox_error")
+from ..sandbox.protocol import OUTCOMES  # noqa: F401  (the schema's outcome codes; defined there)
 
 DEFAULT_TIME_LIMIT_S = 1.0
 DEFAULT_MEMORY_LIMIT_MB = 1024

@@ -16,6 +16,10 @@ OUTPUT = "output_limit"
 SYNTAX = "syntax_error"
 SANDBOX = "sandbox_error"
 OUTCOMES = (OK, WRONG, RUNTIME, TIMEOUT, MEMORY, OUTPUT, SYNTAX, SANDBOX)
+# The outcomes of a run that finished and answered: its output (stdio: what it printed; a probe:
+# the call's value) is what a vote or MBR-exec compares. Any other outcome is an error, whatever the
+# run printed before it.
+ANSWERED = (OK, WRONG)
 
 RETURN_OUTPUT_CAP = 65536  # characters of each cell's output sent back with return_outputs
 STATUS_CAP = 1 << 20  # bytes a test cell may write to its status channel

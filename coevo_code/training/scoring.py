@@ -44,6 +44,7 @@ from ..rewards import (correct_from_gold, cure_code_rewards, cure_length_shaping
                        cure_test_rewards, group_normalize)
 from ..matrix import ProblemBatch, full_matrix
 from ..matrix import prepare as prepare_job
+from ..sandbox.protocol import ANSWERED
 from ..tasks.model import Task, TestCase
 
 CODE, TEST = "code", "test"
@@ -156,9 +157,6 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions) 
 
 
 # ---- label-free: every agent's completions in one matrix --------------------------------------
-ERRORED = ("ok", "wrong_answer")  # outcomes whose output counts in the vote; others are errors
-
-
 @dataclass
 class JointBatch:
     """One problem's completions of every block (agents in order, then the frozen labeller), the
@@ -232,7 +230,7 @@ def _outputs(jb: JointBatch, result: dict | None, probe_result: dict | None):
         outs, oks = res["outputs"][r], res["outcomes"][r]
         for c, j in enumerate(cols):
             outcome = oks[offset + c]
-            if outcome in ERRORED:
+            if outcome in ANSWERED:
                 outputs[i][j] = outs[offset + c]
                 errored[i, j] = False
     return outputs, errored
