@@ -4,11 +4,14 @@ label-free RL with a trained tester as the reward model).
 
 For each problem the tester writes ``k_tests`` tests once (cached in memory and, with
 ``cache_path``, on disk); every solution the policy writes for it runs against the parsed tests on
-the executor; its reward is the share it passes. A solution that parses to nothing gets 0; a
-problem for which the tester wrote no parseable test gives no reward (None: TRL gives the row zero
-advantage). The executor is the one given, or the one :func:`~coevo_code.execution.make_executor`
-builds from ``executor_options`` (``{"backend": "ray", "address": ...}`` runs the solutions on a
-Ray cluster).
+the executor; its reward is the share it passes: CURE's code reward (arXiv:2506.03136) with the
+tester's tests as the gold ones, :func:`coevo_code.rewards.pseudo_gold_code_rewards`. Every parsed
+test counts as accurate (an all-True ``accurate`` mask): no vote filters the tester's tests,
+unlike a co-evolving partner's (:mod:`coevo_code.labels`). A solution that parses to nothing gets
+0; a problem for which the tester wrote no parseable test gives no reward (None: TRL gives the row
+zero advantage). The executor is the one given, or the one
+:func:`~coevo_code.execution.make_executor` builds from ``executor_options`` (``{"backend":
+"ray", "address": ...}`` runs the solutions on a Ray cluster).
 
     reward = TesterReward(tasks, engine=TransformersEngine("path/to/tester", Sampling()))
     GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=coder_rows(tasks), ...)
@@ -19,6 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
+from ..rewards import pseudo_gold_code_rewards
 from ..roles import completion_text, parse_program, parse_test, tester_messages
 from ..tasks.model import Task
 
@@ -105,6 +111,9 @@ class TesterReward:
                 jobs.append(self.tasks[tid].job([programs[i].code for i in ok], tests))
                 where.append(ok)
         for rows, res in zip(where, self.executor.run(jobs) if jobs else []):
-            for i, passed in zip(rows, res.get("passed", [])):
-                rewards[i] = sum(passed) / len(passed) if passed else 0.0
+            passed = res.get("passed") or []  # none: the job failed, its rows keep 0
+            if passed and passed[0]:
+                every = np.ones(len(passed[0]), dtype=bool)  # all the tester's tests count
+                for i, r in zip(rows, pseudo_gold_code_rewards(passed, every)):
+                    rewards[i] = float(r)
         return rewards
