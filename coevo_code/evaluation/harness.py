@@ -56,7 +56,7 @@ class ProblemResult:
     matrix: np.ndarray      # n x (t + m)
     n_gold: int
     correct: np.ndarray     # over solutions (all False without gold tests)
-    labelled: bool          # has gold tests
+    has_gold: bool          # the problem has gold tests (not "pseudo-labelled", as in training)
     parse_fail_code: int
     parse_fail_test: int
 
@@ -142,18 +142,18 @@ def _pass_k(p: ProblemResult, k: int) -> float:
 
 def _per_problem(problems: list[ProblemResult], bon, rankers) -> dict[str, np.ndarray]:
     """A value per problem for every metric that is a mean over problems (NaN: undefined)."""
-    lab = [p for p in problems if p.labelled]
-    n_min = min((p.matrix.shape[0] for p in lab), default=0)
+    with_gold = [p for p in problems if p.has_gold]
+    n_min = min((p.matrix.shape[0] for p in with_gold), default=0)
     cols: dict[str, list[float]] = {"pass@1": [p.correct.mean() if p.matrix.shape[0] else 0.0
-                                               for p in lab]}
+                                               for p in with_gold]}
     for k in sorted({k for k in (5, 10, 16, 100) if 1 < k <= n_min} | {n for n, _ in bon
                                                                        if 1 < n <= n_min}):
-        cols[f"pass@{k}"] = [_pass_k(p, k) for p in lab]
+        cols[f"pass@{k}"] = [_pass_k(p, k) for p in with_gold]
     for n, m in bon:
         for name in rankers:
             cols[f"bon_{n}x{m}/{name}"] = [
                 best_of_n_accuracy(p.correct, p.generated, n, m, RANKERS[name])
-                if p.matrix.shape[0] else 0.0 for p in lab]
+                if p.matrix.shape[0] else 0.0 for p in with_gold]
     return {k: np.asarray(v, dtype=float) for k, v in cols.items()}
 
 
@@ -167,18 +167,18 @@ def _pooled(counts: np.ndarray) -> dict[str, float]:
 def summarize(problems: list[ProblemResult], bon: list[tuple[int, int]],
               rankers: Sequence[str], bootstrap: int = 1000, seed: int = 0) -> dict:
     """Point estimates and bootstrap 95% intervals (resampling problems with replacement)."""
-    lab = [p for p in problems if p.labelled]
+    with_gold = [p for p in problems if p.has_gold]
     per = _per_problem(problems, bon, rankers)
-    counts = np.array([test_counts(p.generated, p.correct).astuple() for p in lab],
-                      dtype=np.int64).reshape(len(lab), 6)
+    counts = np.array([test_counts(p.generated, p.correct).astuple() for p in with_gold],
+                      dtype=np.int64).reshape(len(with_gold), 6)
     point = {k: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
              for k, v in per.items()}
     point.update(_pooled(counts))
     ci: dict[str, list[float]] = {}
-    if bootstrap and lab:
+    if bootstrap and with_gold:
         rng = np.random.default_rng(seed)
         draws: dict[str, list[float]] = {k: [] for k in point}
-        idx_all = np.arange(len(lab))
+        idx_all = np.arange(len(with_gold))
         for _ in range(bootstrap):
             idx = rng.choice(idx_all, size=len(idx_all), replace=True)
             for k, v in per.items():
@@ -194,7 +194,8 @@ def summarize(problems: list[ProblemResult], bon: list[tuple[int, int]],
     n_sol = sum(p.matrix.shape[0] for p in problems)
     n_test = sum(p.matrix.shape[1] - p.n_gold for p in problems)
     return {
-        "problems": len(problems), "labelled": len(lab),
+        # "labelled" (the output key, kept): how many problems have gold tests
+        "problems": len(problems), "labelled": len(with_gold),
         "metrics": {k: (None if v is None or not math.isfinite(v) else v) for k, v in point.items()},
         "ci95": ci,
         "parse_fail_code": (sum(p.parse_fail_code for p in problems) / n_sol) if n_sol else None,
