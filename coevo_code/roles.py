@@ -17,6 +17,8 @@ from typing import Iterable
 
 from .tasks.model import Task, TestCase
 
+CODE, TEST = "code", "test"  # the two roles (a dataset row's ``role``, a reward group's role)
+
 # What an unparseable completion becomes.
 FAILED_PROGRAM = "raise SystemExit('coevo: no program could be parsed from the completion')"
 FAILED_STDIO_TEST = TestCase(input="", output="\x00coevo: the test could not be parsed\x00")

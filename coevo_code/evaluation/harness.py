@@ -25,7 +25,7 @@ from ..matrix import full_matrix, prepare
 from ..metrics import TestCounts, best_of_n_accuracy, pass_at_k, test_counts
 from ..ranking import codet_select, cure_select
 from ..rewards import correct_from_gold
-from ..roles import coder_messages, tester_messages
+from ..roles import CODE, TEST, coder_messages, tester_messages
 from ..tasks.model import Task
 
 RANKERS: dict[str, Callable] = {
@@ -96,7 +96,7 @@ def generate_all(tasks: Sequence[Task], engine, k_code: int, k_test: int, cache:
     """Completions for every (task, role), from the cache where present; new ones are written
     to the cache every ``chunk`` problems."""
     out = {}
-    for role, k, messages in (("code", k_code, coder_messages), ("test", k_test, tester_messages)):
+    for role, k, messages in ((CODE, k_code, coder_messages), (TEST, k_test, tester_messages)):
         if k <= 0:
             continue
         todo = []
@@ -119,8 +119,8 @@ def generate_all(tasks: Sequence[Task], engine, k_code: int, k_test: int, cache:
 
 def judge(tasks: Sequence[Task], generations: dict, k_code: int, k_test: int, executor,
           progress=None) -> list[ProblemResult]:
-    batches = [prepare(t, generations.get((t.id, "code"), [])[:k_code],
-                       generations.get((t.id, "test"), [])[:k_test]) for t in tasks]
+    batches = [prepare(t, generations.get((t.id, CODE), [])[:k_code],
+                       generations.get((t.id, TEST), [])[:k_test]) for t in tasks]
     jobs = [b.job for b in batches if b.job is not None]
     results = iter(executor.run(jobs, progress=progress) if jobs else [])
     out = []

@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from ..rewards import pseudo_gold_code_rewards
-from ..roles import completion_text, parse_program, parse_test, tester_messages
+from ..roles import TEST, completion_text, parse_program, parse_test, tester_messages
 from ..tasks.model import Task
 
 
@@ -69,7 +69,7 @@ class TesterReward:
         for tid in dict.fromkeys(ids):
             if tid in self.tests:
                 continue
-            got = self.cache.get(tid, "test", self.k_tests) if self.cache else None
+            got = self.cache.get(tid, TEST, self.k_tests) if self.cache else None
             if got is not None:
                 self._keep(tid, got)
             else:
@@ -80,7 +80,7 @@ class TesterReward:
                                          self.k_tests)
             for tid, completions in zip(part, texts):
                 if self.cache:
-                    self.cache.put(tid, "test", completions)
+                    self.cache.put(tid, TEST, completions)
                 self._keep(tid, completions)
 
     def _keep(self, tid: str, completions: list[str]) -> None:

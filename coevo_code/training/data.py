@@ -17,10 +17,8 @@ import dataclasses
 import numpy as np
 from torch.utils.data import Sampler
 
-from ..roles import coder_messages, tester_messages
+from ..roles import CODE, TEST, coder_messages, tester_messages
 from ..tasks.model import Task
-
-CODE, TEST = "code", "test"
 
 
 def row_index(problem: int, role: str, shown: bool) -> int:

@@ -44,10 +44,10 @@ from ..rewards import (correct_from_gold, cure_code_rewards, cure_length_shaping
                        cure_test_rewards, group_normalize)
 from ..matrix import ProblemBatch, full_matrix
 from ..matrix import prepare as prepare_job
+from ..roles import CODE, TEST  # also imported from here by training/reward.py and step.py
 from ..sandbox.protocol import ANSWERED
 from ..tasks.model import Task, TestCase
 
-CODE, TEST = "code", "test"
 LOWEST = {CODE: 0.0, TEST: -1.0}  # the reward of a completion that parses to nothing
 
 
