@@ -171,7 +171,7 @@ def test_an_interpreter_under_tmp_runs_programs(launcher):
 
 
 def test_outcome_codes_inside_equal_the_hosts():
-    from coevo_code.execution.jobs import OUTCOMES
+    from coevo_code.execution import OUTCOMES
     from coevo_code.sandbox import protocol
     assert protocol.OUTCOMES == OUTCOMES
 

@@ -1,8 +1,9 @@
 """Sandboxed execution: programs x tests -> pass matrices (host side; see sandbox/ for the rest)."""
 
+from ..sandbox.protocol import OUTCOMES  # the result schema's outcome codes: the sandbox's own
 from .backends import BACKENDS, BackendError, ExecutorProtocol, make_executor
 from .executor import DEFAULT_HEAVY_PRELOAD, DEFAULT_PRELOAD, Executor, IsolationError
-from .jobs import OUTCOMES, Job, JobError, parse_job
+from .jobs import Job, JobError, parse_job
 from .launchers import choose_launcher
 
 __all__ = ["Executor", "ExecutorProtocol", "make_executor", "BACKENDS", "BackendError", "IsolationError", "Job", "JobError", "OUTCOMES", "parse_job",

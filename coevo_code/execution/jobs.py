@@ -11,8 +11,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..sandbox.protocol import OUTCOMES  # noqa: F401  (the schema's outcome codes; defined there)
-
 DEFAULT_TIME_LIMIT_S = 1.0
 DEFAULT_MEMORY_LIMIT_MB = 1024
 DEFAULT_OUTPUT_LIMIT_MB = 8.0
