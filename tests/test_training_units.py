@@ -207,7 +207,8 @@ def test_the_two_tiny_families_differ_in_architecture_and_tokenizer():
 def test_reward_names_a_problem_whose_batch_lacks_a_role():
     pytest.importorskip("trl")
     from coevo_code.training.reward import CoevoReward
-    r = CoevoReward({"train": [STDIO]}, RewardOptions())
+    from coevo_code.training.step import CoevoStep
+    r = CoevoReward(CoevoStep({"train": [STDIO]}, RewardOptions()))
     with pytest.raises(RuntimeError, match="problem double: .* no test rows"):
         r(completions=[GOOD, GOOD], role=["code", "code"], task_index=[0, 0],
           split=["train", "train"])
@@ -219,7 +220,9 @@ def test_reward_call_without_trl_scores_a_plain_batch():
     """The callable as TRL calls it (one process): rewards in row order, metrics kept."""
     pytest.importorskip("trl")
     from coevo_code.training.reward import CoevoReward
-    r = CoevoReward({"train": [STDIO]}, RewardOptions(), executor_options={"slots": 1})
+    from coevo_code.training.step import CoevoStep
+    step = CoevoStep({"train": [STDIO]}, RewardOptions(), executor_options={"slots": 1})
+    r = CoevoReward(step)
     try:
         logged = {}
         out = r(completions=[[{"role": "assistant", "content": c}] for c in
@@ -227,8 +230,37 @@ def test_reward_call_without_trl_scores_a_plain_batch():
                 role=["code", "code", "test", "test"], task_index=[0] * 4,
                 split=["train"] * 4, log_metric=lambda k, v: logged.__setitem__(k, v))
     finally:
-        r.close()
+        step.close()
     # the inaccurate test (2 -> 5) fails the correct solution; no wrong solution passes it: -0
     assert out == [1.0, 0.0, 1.0, 0.0]
-    assert r.last["metrics"]["code_acc"] == 0.5 and logged["coevo/code_acc"] == 0.5
-    assert r.last["no_reward"] == [False] * 4
+    assert step.last.metrics["code_acc"] == 0.5 and logged["coevo/code_acc"] == 0.5
+    assert step.last.no_signal == [False] * 4
+
+
+@pytest.mark.parametrize("source, says", [("gold", "arXiv:2506.03136"), ("partner", "partner"),
+                                          ("ring", "ring"), ("self_majority", "2505.21444"),
+                                          ("frozen", "frozen labeller")])
+def test_model_card_names_model_method_data_and_figures(source, says):
+    from coevo_code.training.modelcard import render
+    card = render(name="run", base_model="Qwen/Qwen2.5-7B-Instruct", label_source=source,
+                  data="world, split train (2000 problems)", step=60,
+                  eval_data="world, split heldout (50 problems)",
+                  last_step={"step": 60, "code_acc": 0.5, "ut_acc": None},
+                  first_eval={"step": 0, "code_acc": 0.25}, last_eval={"step": 60, "code_acc": 0.75},
+                  agent="qwen" if source in ("partner", "ring") else None, weights="runs/x/final")
+    assert card.startswith("---\nbase_model: Qwen/Qwen2.5-7B-Instruct\n")
+    assert says in card and "60 optimiser steps" in card
+    assert "world, split train (2000 problems)" in card and "split heldout" in card
+    assert "| code_acc |" in card and "| 0.500 |" in card and "ut_acc" not in card.split("## Use")[0]
+    assert "| 0.250 |" in card and "| 0.750 |" in card  # before training and the last evaluation
+    assert 'from_pretrained("runs/x/final")' in card
+    assert ("(agent qwen)" in card) == (source in ("partner", "ring"))
+    assert "no gold test" in card or source == "gold"
+
+
+def test_model_card_without_figures_and_bad_source():
+    from coevo_code.training.modelcard import render
+    card = render(name="r", base_model="tiny", label_source="gold", data="d", step=0)
+    assert "(none recorded)" in card and "Held-out" not in card
+    with pytest.raises(ValueError, match="label_source"):
+        render(name="r", base_model="tiny", label_source="votes", data="d", step=0)
