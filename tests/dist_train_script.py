@@ -26,12 +26,12 @@ def main(out: str, mode: str, ray_address: str | None = None) -> None:
     cfg = tiny_config(out, max_steps=2, **over)
     res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     rank = int(os.environ["RANK"])
-    reward = res.trainer.coevo_reward
+    step = res.trainer.coevo
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump({"rank": rank, "world": res.trainer.accelerator.num_processes,
-                   "local_ok": reward._local_ok("train"), "steps": res.global_step,
-                   "calls": [[m, rows, rewards] for m, rows, rewards in reward.calls],
-                   "metrics": reward.last["metrics"]}, f)
+                   "local_ok": step.sharding.local_ok("train"), "steps": res.global_step,
+                   "calls": [[m, rows, rewards] for m, rows, rewards in step.calls],
+                   "metrics": step.last.metrics}, f)
 
 
 if __name__ == "__main__":

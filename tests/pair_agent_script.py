@@ -43,9 +43,9 @@ def main(out, agent, names, source, model, steps):
     from trl import ModelConfig
 
     from coevo_code.training import train
-    from coevo_code.training.reward import CoevoReward
+    from coevo_code.training.step import CoevoStep
     torch.set_num_threads(1)
-    CoevoReward.KEEP_CALLS = 1000
+    CoevoStep.KEEP_CALLS = 1000
     tasks = bundled()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -56,7 +56,7 @@ def main(out, agent, names, source, model, steps):
     res = train(cfg, ModelConfig(model_name_or_path=model), tasks=tasks,
                 rollout_func=rollout_for(agent, tasks, 4))
     calls = [{"rows": rows, "rewards": rewards}
-             for mode, rows, rewards in res.trainer.coevo_reward.calls if mode == "train"]
+             for mode, rows, rewards in res.trainer.coevo.calls if mode == "train"]
     name = f"{agent}.calls.json" if rank == 0 else f"{agent}.rank{rank}.calls.json"
     with open(os.path.join(out, name), "w") as f:
         json.dump({"steps": res.global_step, "calls": calls,

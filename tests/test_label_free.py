@@ -12,7 +12,9 @@ pytest.importorskip("trl")
 from training_helpers import PLUMBING, bundled, scripted_rollout, gold_test_text, tiny_config  # noqa: E402
 
 from coevo_code.training import train  # noqa: E402
-from coevo_code.training.reward import CoevoReward, Curriculum  # noqa: E402
+from coevo_code.training.data import Curriculum  # noqa: E402
+from coevo_code.training.reward import CoevoReward  # noqa: E402
+from coevo_code.training.step import CoevoStep  # noqa: E402
 
 
 def _lines(path):
@@ -38,7 +40,7 @@ def test_self_majority_rewards_the_majority_cluster_and_logs_gold_only(tmp_path)
     # majority; [garbage, wrong, garbage, wrong] where index % 3 == 2: the two wrong programs
     # agree, so self-reward pays its own wrong majority (what a partner corrects)
     seen = set()
-    for call in res.trainer.coevo_reward.calls:
+    for call in res.trainer.coevo.calls:
         for ti, codes in _code_rewards(call).items():
             want = [0.0, 1.0, 0.0, 1.0] if ti % 3 == 2 else [1.0, 1.0, 1.0, 0.0]
             assert codes == want, (ti, codes)
@@ -74,7 +76,7 @@ def test_frozen_labels_are_written_once_then_read(tmp_path):
                       frozen_labels=str(good))
     res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     assert good.read_bytes() == before
-    for ti, codes in _code_rewards(res.trainer.coevo_reward.calls[-1]).items():
+    for ti, codes in _code_rewards(res.trainer.coevo.calls[-1]).items():
         if ti % 3 != 2:
             assert codes == [1.0, 1.0, 1.0, 0.0]
         else:  # the labeller's references make the wrong programs wrong
@@ -108,7 +110,7 @@ def test_curriculum_in_a_run_learns_estimates_and_skips(tmp_path):
                       curriculum=True, curriculum_window=[0.6, 1.0], save_strategy="steps",
                       save_steps=3)
     res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
-    est = res.trainer.coevo_reward.curriculum.snapshot()
+    est = res.trainer.coevo.lockstep.curriculum.snapshot()
     assert est and all(0.0 <= v <= 1.0 for v in est.values())
     assert _lines(tmp_path / "run" / "metrics.jsonl")[-1]["curriculum_skipped"] > 0
     saved = json.loads((tmp_path / "run" / "checkpoint-3" / "coevo_state.json").read_text())
@@ -149,8 +151,8 @@ def test_reward_refuses_agents_out_of_step():
             return [payload, other]
 
     tasks = bundled(2)
-    r = CoevoReward({"train": tasks}, RewardOptions(label_source="partner"), exchange=Fake(),
-                    n_agents=2)
+    r = CoevoReward(CoevoStep({"train": tasks}, RewardOptions(label_source="partner"),
+                              exchange=Fake(), n_agents=2))
     rows = [(0, "code"), (0, "test"), (1, "code"), (1, "test")]
     with pytest.raises(RuntimeError, match="agents out of step at train/step-0/call-0"):
         r(completions=["x"] * 4, role=[x[1] for x in rows], task_index=[x[0] for x in rows],

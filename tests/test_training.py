@@ -40,7 +40,7 @@ def test_one_full_step_with_generation(tmp_path):
     assert line["problems"] == 4 and line["generation"] == 1
     assert line["time_generation"] > 0 and line["time_update"] > 0
     # a random model writes garbage: it parses to nothing, gets the lowest reward, no crash
-    mode, rows, rewards = res.trainer.coevo_reward.calls[-1]
+    mode, rows, rewards = res.trainer.coevo.calls[-1]
     assert len(rows) == 32
     tasks = bundled()
     unparsed = 0
@@ -52,12 +52,19 @@ def test_one_full_step_with_generation(tmp_path):
     assert unparsed > 0
     assert (tmp_path / "run" / "checkpoint-1" / "trainer_state.json").exists()
     assert (tmp_path / "run" / "final" / "config.json").exists()
+    # the model card (written with the checkpoint, and beside the final weights) is coevo's,
+    # not TRL's template: it names the base model, the method and the data
+    for card in (tmp_path / "run" / "README.md", tmp_path / "run" / "final" / "README.md"):
+        text = card.read_text()
+        assert "base_model: tiny-random" in text and "arXiv:2506.03136" in text, text
+        assert "huggingface.co/None" not in text and "time machine" not in text
+    assert str(tmp_path / "run" / "final") in (tmp_path / "run" / "final" / "README.md").read_text()
 
 
 def _check_routing(res, tasks, k):
     """Every reward TRL received equals an independent recomputation for its (problem, role)
     group; garbage gets its role's lowest reward; problems nobody solves have no test rows."""
-    reward = res.trainer.coevo_reward
+    reward = res.trainer.coevo
     calls = [c for c in reward.calls if c[0] == "train"]
     assert calls
     from coevo_code.execution import Executor
@@ -88,7 +95,7 @@ def test_reward_routing_and_dropped_rows(tmp_path):
     _check_routing(res, tasks, 4)
     # the tests of a problem no solution solves are out of the loss: zero advantage, no tokens
     dropped_tokens = []
-    for batch, (mode, rows, rewards) in zip(res.trainer.batches, res.trainer.coevo_reward.calls):
+    for batch, (mode, rows, rewards) in zip(res.trainer.batches, res.trainer.coevo.calls):
         for (ti, role, _), dropped, adv, tokens in zip(rows, batch["dropped"], batch["advantages"],
                                                        batch["tokens"]):
             assert dropped == (role == "test" and ti % 3 == 2)
@@ -108,6 +115,42 @@ def test_reward_routing_and_dropped_rows(tmp_path):
         assert x["loss"] is not None and x["grad_norm"] > 0
 
 
+def test_extra_reward_functions_beside_coevo_keep_its_masking(tmp_path):
+    """A second reward function (TRL's way: a dotted path, weighted by reward_weights) moves
+    the advantages of the rows coevo scores, and cannot unmask the rows coevo leaves without
+    signal: they keep zero advantage and no loss tokens although the other function gives
+    them a value."""
+    tasks = bundled(6)
+    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=3,
+                      per_device_train_batch_size=24,
+                      reward_funcs=["training_helpers.length_bonus"], reward_weights=[1.0, 0.5])
+    res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+    assert len(res.trainer.reward_funcs) == 2
+    _check_routing(res, tasks, 4)  # coevo's own rewards are unchanged
+    base = train(tiny_config(tmp_path / "base", max_steps=2, problems_per_step=3,
+                             per_device_train_batch_size=24), PLUMBING, tasks=tasks,
+                 rollout_func=scripted_rollout(tasks, 4))
+    moved = 0
+    for batch, plain, (mode, rows, _) in zip(res.trainer.batches, base.trainer.batches,
+                                             res.trainer.coevo.calls):
+        assert batch["dropped"] == plain["dropped"]
+        for (ti, role, _), dropped, adv, tokens, adv0 in zip(
+                rows, batch["dropped"], batch["advantages"], batch["tokens"],
+                plain["advantages"]):
+            assert dropped == (role == "test" and ti % 3 == 2)
+            if dropped:
+                assert adv == 0.0 and tokens == 0
+            moved += abs(adv - adv0) > 1e-6
+    assert moved > 0  # the second function reaches the advantages of the rows with signal
+
+
+def test_unknown_reward_function_is_named(tmp_path):
+    from coevo_code.tasks import LoaderError
+    with pytest.raises(LoaderError, match="--reward_funcs no_such_reward"):
+        train(tiny_config(tmp_path / "run", max_steps=1, reward_funcs=["no_such_reward"]),
+              PLUMBING, tasks=bundled(2))
+
+
 def test_reward_routing_under_gradient_accumulation(tmp_path):
     """4 micro-batches of 8 rows per optimiser step: the reward call still sees the whole
     generation batch, both roles of every problem."""
@@ -118,7 +161,7 @@ def test_reward_routing_under_gradient_accumulation(tmp_path):
     res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     assert res.global_step == 2
     _check_routing(res, tasks, 4)
-    assert len([c for c in res.trainer.coevo_reward.calls if c[0] == "train"]) == 2
+    assert len([c for c in res.trainer.coevo.calls if c[0] == "train"]) == 2
     assert [x["step"] for x in _lines(tmp_path / "run" / "metrics.jsonl")] == [1, 2]
 
 
@@ -139,6 +182,8 @@ def test_weights_move_with_signal(tmp_path):
     ({"p_give_example": 1.5}, "--p_give_example"),
     ({"label_source": "oracle"}, "--label_source"),
     ({"min_len": 10, "max_len": 5}, "--min_len"),
+    ({"reward_funcs": ["training_helpers.length_bonus"], "reward_weights": [1.0]},
+     "--reward_weights needs 2 weights"),
 ])
 def test_config_errors_name_the_flag(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
@@ -184,6 +229,8 @@ def test_eval_set_and_tensorboard(tmp_path, monkeypatch):
     # tests: the two gold ones pass the reference (no mutants here), wrong and garbage do not
     assert e["ut_acc"] == pytest.approx(12 / 24)
     assert set(e["by_family"]) == {"all"} and e["by_family"]["all"]["code_acc"] == e["code_acc"]
+    card = (tmp_path / "run" / "final" / "README.md").read_text()
+    assert "Held-out, last evaluation (step 2" in card and "| 0.500 | 0.667 |" in card
     events = list(tmp_path.rglob("events.out.tfevents*"))
     assert events
     tags = set()

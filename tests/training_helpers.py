@@ -142,3 +142,10 @@ def scripted_sampler(tasks):
                 out.append([plan(tasks[ti], ti, role, j) for j in range(n)])
         return out
     return sample
+
+
+def length_bonus(completions, **kwargs):
+    """An extra TRL-style reward for the tests of ``reward_funcs``: a row's completion length
+    in characters, divided by 100 (never None, so it has a value on every row)."""
+    from coevo_code.roles import completion_text
+    return [len(completion_text(c)) / 100 for c in completions]

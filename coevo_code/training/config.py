@@ -52,6 +52,10 @@ class CoevoConfig(GRPOConfig):
         bon_n, bon_m: the best-of-N setting logged every step (CURE's (4, 4)).
         reward_control: ``shuffle`` (each role's rewards permuted within the batch) or ``flip``
             (negated): the controls that show a rise comes from the reward.
+        reward_funcs: more reward functions beside coevo's, TRL's way: a TRL reward's name
+            (``think_format_reward``, ``get_soft_overlong_punishment``: see :data:`EXTRA_REWARDS`)
+            or a dotted import path (``my_lib.rewards.custom``); ``reward_weights`` (TRL's) then
+            weighs coevo's first, then these. A row coevo leaves without signal stays masked.
     Prompts
         p_give_example: probability that a prompt shows the problem's public examples (CURE 1.0);
             drawn once per problem visit, for both roles; max_input_examples: how many (CURE: 1).
@@ -105,6 +109,9 @@ class CoevoConfig(GRPOConfig):
     reward_control: str = _f("none", "a control run: train on rewards shuffled within each batch "
                                      "(shuffle) or negated (flip)", choices=["none", "shuffle",
                                                                                "flip"])
+    reward_funcs: list[str] = field(default_factory=list, metadata={
+        "help": "more reward functions beside coevo's: a TRL reward's name or a dotted import "
+                "path (weights: reward_weights, coevo's first)"})
     # prompts
     p_give_example: float = _f(1.0, "probability that a prompt shows public examples (CURE 1.0)")
     max_input_examples: int = _f(1, "public examples shown when shown (CURE: 1)")
@@ -146,6 +153,11 @@ class CoevoConfig(GRPOConfig):
         if self.reward_control not in ("none", "shuffle", "flip"):
             errors.append(f"--reward_control must be none, shuffle or flip, got "
                           f"{self.reward_control!r}")
+        if self.reward_weights is not None and len(self.reward_weights) != 1 + len(
+                self.reward_funcs or []):
+            errors.append(f"--reward_weights needs {1 + len(self.reward_funcs or [])} weights "
+                          f"(coevo's, then one per --reward_funcs entry), got "
+                          f"{len(self.reward_weights)}")
         if not 0.0 <= self.p_give_example <= 1.0:
             errors.append(f"--p_give_example must be in [0, 1], got {self.p_give_example}")
         for name in ("max_gold_tests", "max_input_examples"):

@@ -84,9 +84,28 @@ class PairedSampler(Sampler):
         return self.batches * self.ppb * 2 * self.k * self.repeat
 
 
-class EvalSampler(PairedSampler):
-    """Every evaluation problem once, in order, examples hidden (CURE's ``eval_no_example``)."""
+class Curriculum:
+    """Pass-rate estimates per problem (vote share of its latest rollouts, no labels) and the
+    window of problems :class:`PairedSampler` keeps (``keep``); unseen problems are kept.
+    ``estimates`` is what the sampler reads; ``pending`` what this agent measured since
+    (published with its next batch, and adopted by every agent of a pair or ring)."""
 
-    def __init__(self, n_problems: int, k: int):
-        super().__init__(n_problems, k, problems_per_batch=1, batches=n_problems, repeat=1,
-                         shuffle=False, p_give_example=0.0)
+    def __init__(self, window=(0.05, 0.75), enabled: bool = True):
+        self.low, self.high = float(window[0]), float(window[1])
+        self.enabled = enabled
+        self.estimates: dict[int, float] = {}
+        self.pending: dict[int, float] = {}
+        self.skipped = 0
+
+    def keep(self, problem: int) -> bool:
+        e = self.estimates.get(problem)
+        ok = not self.enabled or e is None or self.low <= e <= self.high
+        self.skipped += not ok
+        return ok
+
+    def snapshot(self) -> dict:
+        return {str(k): v for k, v in {**self.estimates, **self.pending}.items()}
+
+    def adopt(self, shared: dict) -> None:
+        self.estimates = {int(k): float(v) for k, v in shared.items()}
+        self.pending = {}

@@ -18,6 +18,45 @@ from .rundir import last_complete_checkpoint, refuse_existing_run, set_aside, tr
 from .scoring import RewardOptions
 
 
+def reward_funcs(names) -> list:
+    """The extra reward functions of ``--reward_funcs``: TRL's by name (its ``grpo`` script's
+    registry) or any callable by dotted import path."""
+    import importlib
+    registry = {"accuracy_reward": "trl.rewards.accuracy_reward",
+                "reasoning_accuracy_reward": "trl.rewards.reasoning_accuracy_reward",
+                "think_format_reward": "trl.rewards.think_format_reward"}
+    funcs = []
+    for name in names or []:
+        if name == "get_soft_overlong_punishment":  # TRL's script's setting of it
+            from trl.rewards import get_soft_overlong_punishment
+            funcs.append(get_soft_overlong_punishment(max_completion_len=1280,
+                                                      soft_punish_cache=256))
+            continue
+        path = registry.get(name, name)
+        module, _, attr = path.rpartition(".")
+        try:
+            fn = getattr(importlib.import_module(module), attr, None) if module else None
+        except ImportError as e:
+            raise LoaderError(f"--reward_funcs {name}: cannot import {module} ({e})") from None
+        if not callable(fn):
+            raise LoaderError(f"--reward_funcs {name}: not a TRL reward ("
+                              f"{', '.join(registry)}, get_soft_overlong_punishment) or a "
+                              f"dotted path to a callable")
+        funcs.append(fn)
+    return funcs
+
+
+def _card(config: CoevoConfig, name, tasks, eval_tasks) -> dict:
+    """What the model card says of the run's inputs."""
+    def data(source, split, n):
+        return f"{source or 'problems given to train()'}" + (f", split {split}" if split else "") \
+            + f" ({n} problems)"
+    return {"base_model": name or "tiny", "agent": config.agent_name or None,
+            "data": data(config.tasks, config.tasks_split, len(tasks)),
+            "eval_data": data(config.eval_tasks, config.eval_tasks_split, len(eval_tasks))
+            if eval_tasks else None}
+
+
 @dataclass
 class RunResult:
     output_dir: Path
@@ -138,9 +177,10 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     import torch
     from trl import get_peft_config
 
-    from .data import paired_rows
+    from .data import Curriculum, paired_rows
     from .model import is_tiny, save_tiny
-    from .reward import CoevoReward, Curriculum
+    from .sharding import Sharding
+    from .step import CoevoStep, Lockstep
     from .trainer import CoevoTrainer
 
     if config.torch_threads:
@@ -157,6 +197,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
         config.eval_on_start = False  # the run's step-0 evaluation is in eval.jsonl already
     out.mkdir(parents=True, exist_ok=True)
 
+    extra_rewards = reward_funcs(config.reward_funcs)  # a bad name fails before any work
     if tasks is None:
         tasks = _load(config.tasks, config.tasks_path, config.tasks_split, config.tasks_limit,
                       config.seed, "--tasks", need_gold=config.label_source == "gold")
@@ -205,24 +246,27 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     eval_ds = (datasets.Dataset.from_list(paired_rows(eval_tasks, "eval", 0))
                if eval_tasks else None)
     k = config.num_generations
-    reward = CoevoReward(
+    step = CoevoStep(
         {"train": tasks, "eval": eval_tasks}, reward_options(config),
         executor_options={"backend": config.exec_backend, "address": config.exec_address,
                           "slots": config.exec_slots, "launcher": config.exec_launcher,
                           "allow_unsafe": config.exec_allow_unsafe},
-        local_batch={"train": config.per_device_train_batch_size * config.steps_per_generation,
-                     "eval": config.per_device_eval_batch_size},
-        k={"train": k, "eval": config.num_generations_eval or k},
-        exec_time_limit_s=config.exec_time_limit_s, exchange=exchange,
+        exec_time_limit_s=config.exec_time_limit_s,
+        sharding=Sharding(local_batch={
+            "train": config.per_device_train_batch_size * config.steps_per_generation,
+            "eval": config.per_device_eval_batch_size},
+            k={"train": k, "eval": config.num_generations_eval or k}),
+        exchange=exchange,
         agent_index=config.agent_names.index(config.agent_name) if config.agent_names else 0,
         n_agents=max(1, len(config.agent_names)), frozen=frozen,
-        curriculum=Curriculum(config.curriculum_window, enabled=config.curriculum),
+        lockstep=Lockstep(Curriculum(config.curriculum_window, enabled=config.curriculum)),
         control=config.reward_control, seed=config.seed)
     peft = get_peft_config(model_args) if model_args is not None else None
     trainer = CoevoTrainer(model=model, args=config, train_dataset=train_ds, eval_dataset=eval_ds,
-                           peft_config=peft, coevo_reward=reward, n_train=len(tasks),
-                           n_eval=len(eval_tasks), callbacks=callbacks,
-                           rollout_func=rollout_func)
+                           peft_config=peft, coevo_step=step, n_train=len(tasks),
+                           callbacks=callbacks,
+                           reward_funcs=extra_rewards,
+                           rollout_func=rollout_func, card=_card(config, name, tasks, eval_tasks))
     try:
         if trainer.is_world_process_zero():
             resolved = {k: v for k, v in config.to_dict().items()}
@@ -232,6 +276,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
         final = out / "final"
         trainer.save_model(str(final))
+        trainer.write_model_card(final / "README.md", weights=str(final))
     finally:
         trainer.close()
     return RunResult(out, trainer.state.global_step, ckpt, final, trainer)

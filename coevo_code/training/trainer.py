@@ -1,5 +1,19 @@
-"""``CoevoTrainer``: TRL's ``GRPOTrainer`` with the paired sampler, the no-signal rows dropped,
-phase timing, and one metrics line per optimiser step. Everything else is TRL's.
+"""``CoevoTrainer``: TRL's ``GRPOTrainer`` with the paired sampler, the co-evolution reward (and
+any others, TRL's way), the rows without signal masked, phase timing, one metrics line per
+optimiser step, early stopping, and the held-out evaluation. Everything else is TRL's.
+
+TRL's private methods it overrides, each because no public hook gives the same result:
+
+- ``_get_train_sampler``: the paired sampler (k code rows then k test rows per problem, the
+  curriculum) must order the dataset; ``transformers.Trainer`` takes a sampler only from here;
+- ``_calculate_rewards`` and ``_generate_and_score_completions``: the rows the coevo reward leaves
+  without signal get zero advantage *and* no loss tokens (CURE drops them from its batch); TRL
+  zeroes the advantage of a row only when *every* reward function returns None, and never masks
+  its tokens (:meth:`CoevoTrainer._mask_rows_without_signal`);
+- ``_generate``: the generation phase's time (``time_generation``);
+- ``_save_checkpoint``: the step's metrics line is on disk, and the curriculum and early-stopping
+  state are in the checkpoint, before the checkpoint can count as complete (a callback's
+  ``on_save`` runs only after it is written).
 """
 
 from __future__ import annotations
@@ -15,9 +29,11 @@ from transformers.trainer_callback import ProgressCallback
 from trl import GRPOTrainer
 
 from ..evaluation.heldout import EVAL_KEYS
-from .data import EvalSampler, PairedSampler
+from .data import PairedSampler
 from .reward import CoevoReward
-from .rundir import JsonlWriter
+from .step import CoevoStep
+from .modelcard import render as render_card
+from .rundir import JsonlWriter, read_jsonl
 from .scoring import MATRIX_KEYS, METRIC_KEYS
 
 PHASES = ("generation", "execution", "rewards", "update")
@@ -29,16 +45,53 @@ STATE_FILE = "coevo_state.json"  # in each checkpoint: curriculum estimates, ear
 
 
 class _StepEnd(TrainerCallback):
+    """The metrics line of each optimiser step: opened at its end, completed with TRL's loss,
+    gradient norm, learning rate, entropy and KL when TRL logs them, written once complete; and
+    the early stop every agent agreed on."""
+
     def __init__(self, trainer: "CoevoTrainer"):
         self.trainer = trainer
 
     def on_step_end(self, args, state, control, **kwargs):
         self.trainer._on_step_end(state)
-        if self.trainer.coevo_reward.stop_all:  # early stopping, agreed by every agent
+        if self.trainer.coevo.lockstep.stop_all:  # early stopping, agreed by every agent
             control.should_training_stop = True
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.trainer._complete_line(logs or {})
 
     def on_train_end(self, args, state, control, **kwargs):
         self.trainer._flush()
+
+
+class EarlyStopping(TrainerCallback):
+    """After each held-out evaluation: ``keep_best`` saves ``best/`` when its code accuracy
+    improves; ``early_stopping_patience`` evaluations without improvement stop the run (SRT's
+    early stopping). In a pair or ring the request travels with the next batch and every agent
+    stops after the same step. ``best`` is saved with every checkpoint."""
+
+    def __init__(self, trainer: "CoevoTrainer"):
+        self.trainer = trainer
+        self.best: dict = {"code_acc": None, "step": None, "evals_since": 0}
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        acc = (metrics or {}).get("eval_pooled/code_acc")
+        if acc is None:
+            return
+        if self.best["code_acc"] is None or acc > self.best["code_acc"]:
+            self.best.update(code_acc=acc, step=state.global_step, evals_since=0)
+            if args.keep_best:
+                t = self.trainer
+                t.save_model(str(Path(args.output_dir) / "best"))
+                if t.is_world_process_zero():
+                    (Path(args.output_dir) / "best" / "best.json").write_text(
+                        json.dumps(self.best))
+        else:
+            self.best["evals_since"] += 1
+        if args.early_stopping_patience and self.best["evals_since"] >= args.early_stopping_patience:
+            self.trainer.coevo.lockstep.stop_requested = True
+            if self.trainer.coevo.n_agents <= 1:  # alone: stop now (a pair: after the next step)
+                control.should_training_stop = True
 
 
 class _Progress(ProgressCallback):
@@ -65,23 +118,29 @@ class _Progress(ProgressCallback):
 
 
 class CoevoTrainer(GRPOTrainer):
-    """``GRPOTrainer(model, reward_funcs=[CoevoReward], args=CoevoConfig, ...)``.
+    """``CoevoTrainer(model, args=CoevoConfig, coevo_step=CoevoStep(...), ...)``.
 
-    - ``_get_train_sampler``: :class:`PairedSampler` (k code rows then k test rows per problem);
-    - ``_generate_and_score_completions``: rows the reward callable left without a reward (the
-      tests of a problem no solution solves; code rows of a problem with no gold test) get zero
-      advantage *and* are masked out of the loss, as CURE drops them from its batch;
-    - phase times: generation (``_generate``), execution and rewards (the reward callable), update
-      (the rest of the optimiser step: log-probabilities, loss, backward, optimiser);
+    - the reward functions are coevo's (:class:`CoevoReward` on ``coevo_step``) first, then
+      ``reward_funcs`` (TRL reward functions, weighted by ``args.reward_weights``, coevo's
+      weight first);
+    - the sampler is :class:`PairedSampler` (k code rows then k test rows per problem);
+    - rows coevo leaves without a reward (the tests of a problem no solution solves; code rows of
+      a problem with no gold test) get zero advantage *and* are masked out of the loss, whatever
+      the other reward functions say, as CURE drops them from its batch;
+    - phase times: generation (``_generate``), execution and rewards (the step), update (the
+      rest of the optimiser step: log-probabilities, loss, backward, optimiser);
     - ``metrics.jsonl`` / ``eval.jsonl`` in the output directory (main process).
     """
 
-    def __init__(self, *args, coevo_reward: CoevoReward, n_train: int, n_eval: int = 0,
-                 write_metrics: bool = True, **kwargs):
-        self.coevo_reward = coevo_reward
-        self._n_train, self._n_eval = n_train, n_eval
-        super().__init__(*args, reward_funcs=[coevo_reward], **kwargs)
-        coevo_reward.bind(self.accelerator)
+    def __init__(self, *args, coevo_step: CoevoStep, n_train: int, reward_funcs=(),
+                 write_metrics: bool = True, card: dict | None = None, **kwargs):
+        self.coevo = coevo_step
+        self.coevo_reward = CoevoReward(coevo_step)
+        self.card = dict(card or {})  # base_model, data, eval_data, agent: the model card's
+        self._n_train = n_train
+        extra = list(reward_funcs or [])
+        super().__init__(*args, reward_funcs=[self.coevo_reward, *extra], **kwargs)
+        coevo_step.sharding.accelerator = self.accelerator
         out = Path(self.args.output_dir)
         self._writer = JsonlWriter(out / "metrics.jsonl", STEP_KEYS) if write_metrics else None
         self._eval_writer = JsonlWriter(out / "eval.jsonl", EVAL_KEYS) if write_metrics else None
@@ -90,13 +149,19 @@ class CoevoTrainer(GRPOTrainer):
         self._generations = 0
         self._last_gen: dict = {}
         self._pending: dict | None = None
+        self._no_signal = None
         self._t0 = time.time()
         self.batches: deque = deque(maxlen=4)
-        self.best: dict = {"code_acc": None, "step": None, "evals_since": 0}
         self.add_callback(_StepEnd(self))
+        self.early_stopping = EarlyStopping(self)
+        self.add_callback(self.early_stopping)
         if any(isinstance(c, ProgressCallback) for c in self.callback_handler.callbacks):
             self.remove_callback(ProgressCallback)
             self.add_callback(_Progress())
+
+    @property
+    def best(self) -> dict:
+        return self.early_stopping.best
 
     # ---- data order -----------------------------------------------------------------------------
     def _get_train_sampler(self, dataset=None):
@@ -107,10 +172,7 @@ class CoevoTrainer(GRPOTrainer):
             batches=a.generation_batches(self._n_train, a.gradient_accumulation_steps),
             repeat=self.num_iterations * a.steps_per_generation, seed=a.seed,
             shuffle=self.shuffle_dataset, p_give_example=a.p_give_example,
-            keep=self.coevo_reward.curriculum.keep if a.curriculum else None)
-
-    def _get_eval_sampler(self, eval_dataset):
-        return EvalSampler(self._n_eval, self.num_generations_eval)
+            keep=self.coevo.lockstep.curriculum.keep if a.curriculum else None)
 
     # ---- generation, rewards, masking -------------------------------------------------------------
     def _generate(self, prompts):
@@ -121,24 +183,40 @@ class CoevoTrainer(GRPOTrainer):
             if self.model.training:
                 self._phase["generation"] += time.perf_counter() - t
 
-    def _generate_and_score_completions(self, inputs):
-        out = super()._generate_and_score_completions(inputs)
-        last = self.coevo_reward.last
-        no_reward = last.get("no_reward") or [False] * out["advantages"].shape[0]
-        drop = torch.tensor(no_reward, dtype=torch.bool, device=out["completion_mask"].device)
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        """TRL's rewards of every function (all processes' rows); which of this process's rows
+        coevo's reward (the first column) left without signal (NaN)."""
+        per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        mine = slice(self.accelerator.process_index * len(prompts),
+                     (self.accelerator.process_index + 1) * len(prompts))
+        self._no_signal = torch.isnan(per_func[mine, 0])
+        return per_func
+
+    def _mask_rows_without_signal(self, out: dict) -> torch.Tensor:
+        """The one place rows without signal are dropped: zero advantage and no loss tokens
+        (so they neither move the policy nor count in the loss's token normaliser)."""
+        drop = self._no_signal.to(out["completion_mask"].device)
         if drop.any():
             out["completion_mask"] = out["completion_mask"].masked_fill(drop.unsqueeze(1), 0)
             out["advantages"] = out["advantages"].masked_fill(drop, 0.0)
         mask = out["completion_mask"] if out.get("tool_mask") is None else \
             out["completion_mask"] * out["tool_mask"]
         out["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
+        return drop
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        drop = self._mask_rows_without_signal(out)
+        mask = out["completion_mask"] if out.get("tool_mask") is None else \
+            out["completion_mask"] * out["tool_mask"]
         self.batches.append({"dropped": drop.tolist(), "advantages": out["advantages"].tolist(),
                              "tokens": mask.sum(dim=1).tolist()})  # local rows, for inspection
-        if self.model.training:
+        last = self.coevo.last
+        if self.model.training and last is not None:
             self._generations += 1
             for p in ("execution", "rewards", "exchange"):
-                self._phase[p] += last.get("phases", {}).get(p, 0.0)
-            self._last_gen = dict(last.get("metrics", {}))
+                self._phase[p] += last.phases.get(p, 0.0)
+            self._last_gen = dict(last.metrics)
         return out
 
     def training_step(self, model, inputs, num_items_in_batch):
@@ -158,7 +236,7 @@ class CoevoTrainer(GRPOTrainer):
                          "generation": self._generations, "wall_s": time.time() - self._t0,
                          **{k: self._last_gen.get(k) for k in METRIC_KEYS}, **phases,
                          "time_step": total,
-                         "curriculum_skipped": self.coevo_reward.curriculum.skipped
+                         "curriculum_skipped": self.coevo.lockstep.curriculum.skipped
                          if self.args.curriculum else None,
                          **{k: self._last_gen.get(k) for k in MATRIX_KEYS}}
         self._phase.clear()
@@ -169,16 +247,14 @@ class CoevoTrainer(GRPOTrainer):
             self._writer.write(self._pending)
         self._pending = None
 
-    def log(self, logs, start_time=None):
+    def _complete_line(self, logs: dict) -> None:
+        """TRL's figures of the step (``logs`` as TRL logs them, its metrics averaged in) on the
+        pending metrics line, which is then written."""
         if self._pending is not None and "loss" in logs:
-            trl_metrics = self._metrics.get("train", {})  # what TRL's log() is about to average
             for k in TRL_KEYS:
-                if k in logs:
+                if logs.get(k) is not None:
                     self._pending[k] = logs[k]
-                elif trl_metrics.get(k):
-                    self._pending[k] = sum(trl_metrics[k]) / len(trl_metrics[k])
             self._flush()
-        return super().log(logs, start_time)
 
     def _save_checkpoint(self, model, trial):
         self._flush()  # the step's line is on disk before its checkpoint can count as complete
@@ -188,39 +264,40 @@ class CoevoTrainer(GRPOTrainer):
             if ckpt.is_dir():
                 # the estimates every agent shares (adopted from the first agent's payload), not
                 # this agent's own pending ones: resumed agents then sample alike
-                shared = {str(k): v for k, v in self.coevo_reward.curriculum.estimates.items()}
+                shared = {str(k): v for k, v in
+                          self.coevo.lockstep.curriculum.estimates.items()}
                 (ckpt / STATE_FILE).write_text(json.dumps({"curriculum": shared,
                                                            "best": self.best}))
         return out
+
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
+        """The run directory's ``README.md`` (TRL calls this with every checkpoint): coevo's card
+        (:mod:`.modelcard`) in place of TRL's template."""
+        out = Path(self.args.output_dir)
+        self.write_model_card(out / "README.md", weights=str(out / "final"))
+
+    def write_model_card(self, path: Path, weights: str) -> None:
+        """Write the model card (main process), from the metrics and evaluations so far."""
+        if not self.is_world_process_zero():
+            return
+        out = Path(self.args.output_dir)
+        steps, evals = (read_jsonl(f) if f.is_file() else []
+                        for f in (out / "metrics.jsonl", out / "eval.jsonl"))
+        card = self.card
+        Path(path).write_text(render_card(
+            name=out.name, base_model=card.get("base_model") or "tiny",
+            label_source=self.args.label_source, data=card.get("data", "-"),
+            eval_data=card.get("eval_data"), step=self.state.global_step,
+            last_step=steps[-1] if steps else None, first_eval=evals[0] if evals else None,
+            last_eval=evals[-1] if evals else None, agent=card.get("agent"), weights=weights))
 
     def load_coevo_state(self, checkpoint: Path) -> None:
         """Curriculum estimates and the early-stopping record saved with ``checkpoint``."""
         f = Path(checkpoint) / STATE_FILE
         if f.is_file():
             state = json.loads(f.read_text())
-            self.coevo_reward.curriculum.adopt(state.get("curriculum", {}))
+            self.coevo.lockstep.curriculum.adopt(state.get("curriculum", {}))
             self.best.update(state.get("best", {}))
-
-    def _after_eval(self, pooled: dict) -> None:
-        """``keep_best``: save ``best/`` when eval code_acc improves; early stopping after
-        ``early_stopping_patience`` evaluations without improvement (SRT). In a pair or ring the
-        request travels with the next batch and every agent stops after the same step."""
-        a = self.args
-        acc = pooled.get("code_acc")
-        if acc is None:
-            return
-        if self.best["code_acc"] is None or acc > self.best["code_acc"]:
-            self.best.update(code_acc=acc, step=self.state.global_step, evals_since=0)
-            if a.keep_best:
-                self.save_model(str(Path(a.output_dir) / "best"))
-                if self.is_world_process_zero():
-                    (Path(a.output_dir) / "best" / "best.json").write_text(json.dumps(self.best))
-        else:
-            self.best["evals_since"] += 1
-        if a.early_stopping_patience and self.best["evals_since"] >= a.early_stopping_patience:
-            self.coevo_reward.stop_requested = True
-            if self.coevo_reward.n_agents <= 1:  # alone: stop now (a pair: after the next step)
-                self.control.should_training_stop = True
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
         """The held-out evaluation (``coevo_code.evaluation.heldout``): k solutions and k tests
@@ -230,11 +307,11 @@ class CoevoTrainer(GRPOTrainer):
         from ..evaluation.heldout import evaluate_model
         a = self.args
         pooled: dict = {}
-        tasks = self.coevo_reward.tasks.get("eval") or []
+        tasks = self.coevo.tasks.get("eval") or []
         if self.is_world_process_zero() and tasks:
             model = self.accelerator.unwrap_model(self.model)
             pooled = evaluate_model(
-                model, self.processing_class, tasks, self.coevo_reward.executor,
+                model, self.processing_class, tasks, self.coevo.executor,
                 k=a.num_generations_eval or self.num_generations, temperature=a.temperature or 1.0,
                 max_new_tokens=a.max_completion_length, seed=a.seed)  # the same draws each time
         if self.accelerator.num_processes > 1:
@@ -244,7 +321,6 @@ class CoevoTrainer(GRPOTrainer):
             pooled = box[0]
         if self._eval_writer is not None and self.is_world_process_zero():
             self._eval_writer.write({"step": self.state.global_step, **pooled})
-        self._after_eval(pooled)
         metrics = {f"{metric_key_prefix}_pooled/{k}": v for k, v in pooled.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if metrics:
@@ -257,4 +333,4 @@ class CoevoTrainer(GRPOTrainer):
         for w in (self._writer, self._eval_writer):
             if w is not None:
                 w.close()
-        self.coevo_reward.close()
+        self.coevo.close()

@@ -1,0 +1,263 @@
+"""One co-evolution step on a generation batch, top to bottom: the algorithm of CURE (gold tests)
+and of Co-RL and the self-rewarding baselines (label-free), in :meth:`CoevoStep.score_rows`.
+
+1. group the rows by problem and role (k code rows and k test rows per problem);
+2. build each problem's pass-matrix job (``scoring.prepare``; label-free: every agent's
+   completions of the problem in one joint job, after swapping texts with the other agents);
+3. run every job on the executor;
+4. label and reward each problem (``scoring.score``: gold tests, CURE's code reward and Eq. 4;
+   ``scoring.score_joint``: the labeller's vote, :mod:`coevo_code.labels`);
+5. place the rewards back on the rows; a row without signal gets None (the trainer masks it); a
+   control run (``reward_control``) then shuffles or negates what the trainer trains on;
+6. the step's metrics, pooled over every problem of the batch (``scoring.batch_metrics``).
+
+:meth:`CoevoStep.run` does 1-5 on each process's rows or on the gathered batch
+(:mod:`.sharding`), then 6. The formulas live in :mod:`coevo_code.rewards` and
+:mod:`coevo_code.labels`; this module only sequences them and runs the executor (its one side
+effect besides the exchange of a pair).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..roles import CODE, TEST
+from ..tasks.model import Task
+from .data import Curriculum
+from .scoring import (ProblemScore, RewardOptions, batch_metrics, control_rewards, prepare,
+                      prepare_joint, score, score_joint)
+from .sharding import Sharding
+
+Row = tuple  # (task index, role, completion text, completion length)
+
+
+@dataclass
+class Lockstep:
+    """What every agent of a pair or ring must share to stay in step: the curriculum's pass-rate
+    estimates (the first agent's are everyone's) and early stopping (this agent's request; set
+    for all once any agent asked)."""
+
+    curriculum: Curriculum = field(default_factory=lambda: Curriculum(enabled=False))
+    stop_requested: bool = False
+    stop_all: bool = False
+
+
+@dataclass
+class StepOutput:
+    """What one call of the step gives: a reward per row of this process (None: no signal), the
+    step's metrics (every key of ``scoring.METRIC_KEYS``) and the time of each phase."""
+
+    split: str
+    rewards: list
+    metrics: dict
+    phases: dict
+
+    @property
+    def no_signal(self) -> list[bool]:
+        return [r is None for r in self.rewards]
+
+
+def group_rows(items: Sequence[Row], tasks: Sequence[Task], split: str) -> dict[int, dict]:
+    """Rows by problem and role (``{task index: {"code": [row], "test": [row]}}``, problems in
+    order of first appearance); an error naming the row or problem when a row is malformed or a
+    problem lacks a role."""
+    groups: dict[int, dict[str, list[int]]] = {}
+    for pos, (ti, r, _, _) in enumerate(items):
+        if r not in (CODE, TEST):
+            raise ValueError(f"row {pos}: role must be code or test, got {r!r}")
+        if not 0 <= ti < len(tasks):
+            raise ValueError(f"row {pos}: task_index {ti} outside the {len(tasks)} {split} "
+                             f"problems")
+        groups.setdefault(ti, {CODE: [], TEST: []})[r].append(pos)
+    for ti, g in groups.items():
+        missing = [r for r in (CODE, TEST) if not g[r]]
+        if missing:
+            raise RuntimeError(
+                f"problem {tasks[ti].id}: the batch holds its "
+                f"{', '.join(r for r in (CODE, TEST) if g[r])} rows but no {missing[0]} rows; each "
+                f"generation batch must hold k code rows then k test rows of every problem (use "
+                f"PairedSampler and a batch that is a multiple of 2k)")
+    return groups
+
+
+def place(n_rows: int, scores: Sequence[ProblemScore], groups: Sequence[dict]) -> list:
+    """Each problem's rewards back on its rows; None (or NaN) stays None: no signal."""
+    rewards: list = [None] * n_rows
+    for s, g in zip(scores, groups):
+        for p, r in zip(g[CODE], s.code_rewards):
+            rewards[p] = r
+        for p, r in zip(g[TEST], s.test_rewards):
+            rewards[p] = r
+    return [None if r is None or (isinstance(r, float) and math.isnan(r)) else r
+            for r in rewards]
+
+
+class CoevoStep:
+    """The algorithm's state for one run: the problems of each split, the reward options, the
+    executor (opened on first use), and, for label-free training, the exchange with the other
+    agents, the frozen labeller's completions and the :class:`Lockstep` state.
+
+    ``calls`` keeps the last ``KEEP_CALLS`` calls' (split, rows, rewards) for inspection."""
+
+    KEEP_CALLS = 4
+
+    def __init__(self, tasks: dict[str, Sequence[Task]], options: RewardOptions,
+                 executor_options: dict | None = None, exec_time_limit_s: float | None = None,
+                 sharding: Sharding | None = None, exchange=None, agent_index: int = 0,
+                 n_agents: int = 1, frozen: dict | None = None,
+                 lockstep: Lockstep | None = None, control: str = "none", seed: int = 0):
+        self.tasks = {split: list(ts) for split, ts in tasks.items()}
+        self.options = options
+        self.executor_options = dict(executor_options or {})
+        self.exec_time_limit_s = exec_time_limit_s
+        self.sharding = sharding or Sharding()
+        self.exchange = exchange
+        self.agent_index, self.n_agents = agent_index, n_agents
+        self.frozen = frozen or {}
+        self.lockstep = lockstep or Lockstep()
+        self.control = control  # "shuffle" / "flip": the control runs of benchmarks/learning.py
+        self._control_rng = np.random.default_rng(seed)
+        self.last: StepOutput | None = None
+        self.calls: deque = deque(maxlen=self.KEEP_CALLS)
+        self._executor = None
+        self._calls_at_step: dict = {}
+
+    @property
+    def label_free(self) -> bool:
+        return self.options.label_source != "gold"
+
+    # ---- the step -------------------------------------------------------------------------------
+    def run(self, items: Sequence[Row], split: str, global_step: int = 0) -> StepOutput:
+        """Score this process's rows (steps 1-5 here or on the gathered batch), then pool the
+        metrics (6)."""
+        joint = self.label_free and split == "train"
+        rewards, scores, phases = self.sharding.score(
+            items, split, lambda rows: self.score_rows(rows, split, global_step),
+            whole=joint, lockstep=self.lockstep)
+        phases = {k: v for k, v in phases.items() if k in ("execution", "rewards", "exchange")}
+        if split == "train" and self.control != "none":  # the logged metrics stay the real ones
+            rewards = control_rewards(rewards, [r for _, r, _, _ in items], self.control,
+                                      self._control_rng)
+        out = StepOutput(split, rewards, batch_metrics(scores, phases["execution"]), phases)
+        self.last = out
+        self.calls.append((split, [(ti, r, text) for ti, r, text, _ in items], list(rewards)))
+        return out
+
+    def score_rows(self, items: Sequence[Row], split: str, global_step: int = 0):
+        """Steps 1-5 on a list of rows: (rewards in row order, per-problem scores, phase times)."""
+        t0 = time.perf_counter()
+        tasks = self.tasks.get(split)
+        if tasks is None:
+            raise ValueError(f"rows of split {split!r} but no such task list")
+        groups = group_rows(items, tasks, split)                            # 1
+        order = list(groups)
+        extra: dict = {}
+        if self.label_free and split == "train":                            # 2 (label-free)
+            batches, waited = self._joint_jobs(items, split, tasks, groups, global_step)
+            extra = {"exchange": waited, "stop_all": self.lockstep.stop_all,
+                     "curriculum": {str(k): v for k, v in
+                                    self.lockstep.curriculum.estimates.items()}}
+            jobs = [j for jb in batches for j in jb.jobs]
+        else:                                                               # 2 (gold tests)
+            batches = [self._job(tasks[ti], items, groups[ti]) for ti in order]
+            jobs = [b.job for b in batches if b.job is not None]
+        t1 = time.perf_counter()
+        results = iter(self.executor.run(jobs) if jobs else [])            # 3
+        t2 = time.perf_counter()
+        if self.label_free and split == "train":                            # 4
+            scores = [score_joint(jb, next(results) if jb.batch.job is not None else None,
+                                  next(results) if jb.probe_job is not None else None,
+                                  self.options) for jb in batches]
+            for ti, s in zip(order, scores):
+                if s.pass_estimate is not None:
+                    self.lockstep.curriculum.pending[ti] = s.pass_estimate
+        else:
+            scores = [score(b, next(results) if b.job is not None else None, self.options)
+                      for b in batches]
+        rewards = place(len(items), scores, [groups[ti] for ti in order])  # 5
+        t3 = time.perf_counter()
+        phases = {"execution": t2 - t1,
+                  "rewards": (t1 - t0) + (t3 - t2) - extra.get("exchange", 0.0), **extra}
+        return rewards, scores, phases
+
+    def _job(self, task: Task, items, group: dict):
+        b = prepare(task, [items[p][2] for p in group[CODE]], [items[p][2] for p in group[TEST]],
+                    self.options, [items[p][3] for p in group[CODE]],
+                    [items[p][3] for p in group[TEST]])
+        if b.job is not None and self.exec_time_limit_s is not None:
+            b.job["time_limit_s"] = self.exec_time_limit_s
+        return b
+
+    def _joint_jobs(self, items, split, tasks, groups, global_step):
+        """Swap this batch's texts with the other agents (the run-wide lockstep state travels
+        with them), then build every problem's joint job; returns (jobs, seconds waited)."""
+        order = list(groups)
+        call = self._calls_at_step.get((split, global_step), 0)
+        self._calls_at_step = {(split, global_step): call + 1}
+        ls = self.lockstep
+        payload = {"problems": [tasks[ti].id for ti in order],
+                   "code": [[items[p][2] for p in groups[ti][CODE]] for ti in order],
+                   "test": [[items[p][2] for p in groups[ti][TEST]] for ti in order],
+                   "curriculum": ls.curriculum.snapshot(), "stop": ls.stop_requested}
+        key = f"{split}/step-{global_step}/call-{call}"
+        tx = time.perf_counter()
+        payloads = self.exchange.swap(key, payload) if self.exchange is not None else [payload]
+        waited = time.perf_counter() - tx
+        names = self.exchange.agents if self.exchange is not None else ["this agent"]
+        for name, got in zip(names, payloads):
+            if got["problems"] != payload["problems"]:
+                raise RuntimeError(
+                    f"agents out of step at {key}: agent {name!r} holds problems "
+                    f"{got['problems'][:4]}... and this one {payload['problems'][:4]}...; every "
+                    f"agent needs the same tasks, seed and batch shape")
+        ls.curriculum.adopt(payloads[0]["curriculum"])  # the first agent's: shared by all
+        ls.stop_all = ls.stop_all or any(p.get("stop") for p in payloads)
+        batches = []
+        for q, ti in enumerate(order):
+            blocks = [(p["code"][q], p["test"][q]) for p in payloads]
+            if self.options.label_source == "frozen":
+                fz = self.frozen.get(tasks[ti].id)
+                if fz is None:
+                    raise RuntimeError(f"problem {tasks[ti].id}: no frozen labels for it "
+                                       f"(frozen_labels holds {len(self.frozen)} problems)")
+                blocks.append(fz)
+            jb = prepare_joint(tasks[ti], blocks, self.agent_index, self.n_agents, self.options,
+                               [items[p][3] for p in groups[ti][CODE]],
+                               [items[p][3] for p in groups[ti][TEST]])
+            for j in jb.jobs:
+                if self.exec_time_limit_s is not None:
+                    j["time_limit_s"] = self.exec_time_limit_s
+            batches.append(jb)
+        return batches, waited
+
+    # ---- the executor (an edge) -----------------------------------------------------------------
+    @property
+    def executor(self):
+        if self._executor is None:
+            from ..execution import make_executor
+            opts = dict(self.executor_options)
+            if opts.get("slots") is None and opts.get("backend", "local") == "local":
+                local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+                opts["slots"] = max(1, (os.cpu_count() or 1) // max(1, local))
+            if opts.get("backend") == "ray" and opts.get("share") is None:
+                # every process of every agent opens one executor on the same Ray pool: each
+                # takes an equal part of every sandbox node (and of exec_slots, its slots per
+                # node for the whole run)
+                drivers = int(os.environ.get("WORLD_SIZE", "1")) * max(1, self.n_agents)
+                opts["share"] = 1.0 / drivers
+                if opts.get("slots") is not None:
+                    opts["slots"] = max(1, opts["slots"] // drivers)
+            self._executor = make_executor(**opts)
+        return self._executor
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
