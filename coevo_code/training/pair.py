@@ -23,8 +23,9 @@ reward is the only coupling), shows one progress bar per agent, and marks an age
 the store, so that the others stop at once with an error naming it (a stalled agent is caught by
 ``exchange_timeout_s``). Agents die with the launcher (``PR_SET_PDEATHSIG``).
 
-Fields that decide the data order, the batch shape and the steps (:data:`LOCKSTEP`) must be the
-same for every agent, so they are set at the top level only. An agent may split its batch its own
+Fields that decide the data order, the batch shape and the steps (``config.lockstep_fields()``,
+declared with the config's fields) must be the same for every agent, so they are set at the top
+level only. An agent may split its batch its own
 way (``per_device_train_batch_size``, ``gradient_accumulation_steps``, processes) as long as every
 agent's optimiser step takes the same rows (checked before anything starts). ``coevo train --resume DIR`` restarts
 every agent from the last step all of them have a complete checkpoint for: later checkpoints are
@@ -45,16 +46,8 @@ from pathlib import Path
 
 import yaml
 
-from .rundir import checkpoint_step, set_aside
+from .rundir import checkpoint_step, checkpoints, set_aside
 
-LOCKSTEP = (
-    "seed", "data_seed", "tasks", "tasks_path", "tasks_split", "tasks_limit", "num_generations",
-    "problems_per_step", "generation_batch_size", "num_iterations", "max_steps",
-    "num_train_epochs", "save_steps", "save_strategy", "eval_steps", "eval_strategy",
-    "eval_tasks", "eval_tasks_path", "eval_tasks_split", "eval_tasks_limit", "label_source",
-    "label_threshold", "p_give_example", "max_input_examples", "curriculum", "curriculum_window",
-    "early_stopping_patience", "exchange_timeout_s", "output_dir", "shuffle_dataset",
-    "frozen_labels", "frozen_model", "agent_name", "agent_names")
 LAUNCH_KEYS = ("num_processes", "devices", "env", "accelerate_config")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -132,7 +125,8 @@ def load_pair(config_file: str, argv: list[str]) -> Pair:
                             f"made of letters, digits, '.', '_', '-'")
         names.append(name)
         own = {k: v for k, v in a.items() if k not in ("name", "launch")}
-        clash = sorted(set(own) & set(LOCKSTEP))
+        from .config import lockstep_fields  # the config needs trl: imported when used
+        clash = sorted(set(own) & set(lockstep_fields()))
         if clash:
             raise PairError(f"agent {name!r} sets {', '.join(clash)}: every agent must share it "
                             f"(the data order, batch shape and steps stay in lockstep); set it at "
@@ -202,14 +196,12 @@ def align_checkpoints(out: Path, names: list[str]) -> int:
     is set aside, so each agent's own resume starts from that step."""
     steps = []
     for n in names:
-        d = out / n
-        have = {checkpoint_step(p) for p in d.glob("checkpoint-*")} if d.is_dir() else set()
+        have = {checkpoint_step(p) for _, p in checkpoints(out / n)}
         steps.append({s for s in have if s is not None})
     common = set.intersection(*steps) if steps else set()
     last = max(common, default=0)
     for n in names:
-        later = [p for p in (out / n).glob("checkpoint-*")
-                 if (m := re.match(r"^checkpoint-(\d+)$", p.name)) and int(m.group(1)) > last]
+        later = [p for step, p in checkpoints(out / n) if step > last]
         for p in set_aside(sorted(later)):
             print(f"coevo: {n}/{p.name}: beyond step {last}, the last step every agent saved; "
                   f"set aside", file=sys.stderr)

@@ -20,8 +20,26 @@ import os
 import re
 from pathlib import Path
 
-CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # transformers' PREFIX_CHECKPOINT_DIR + "-N"
 STEP_KEYS_FIRST = ("step", "epoch", "generation", "wall_s")
+
+
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    """Where the checkpoint of ``step`` is (or will be) saved."""
+    return Path(run_dir) / f"checkpoint-{step}"
+
+
+def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """Every ``checkpoint-N`` directory of a run, complete or not, as (N, path) by N."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    found = []
+    for p in run_dir.iterdir():
+        m = CHECKPOINT.match(p.name)
+        if m and p.is_dir():
+            found.append((int(m.group(1)), p))
+    return sorted(found)
 
 
 def checkpoint_step(path: Path) -> int | None:
@@ -39,14 +57,8 @@ def checkpoint_step(path: Path) -> int | None:
 
 def last_complete_checkpoint(run_dir: Path) -> tuple[Path | None, list[Path]]:
     """(the last complete checkpoint or None, the checkpoints after it that are not complete)."""
-    found = []
-    for p in Path(run_dir).iterdir():
-        m = CHECKPOINT.match(p.name)
-        if m and p.is_dir():
-            found.append((int(m.group(1)), p))
-    found.sort()
     best, later = None, []
-    for step, p in found:
+    for step, p in checkpoints(run_dir):
         if checkpoint_step(p) is not None:
             best, later = p, []
         else:
@@ -57,7 +69,7 @@ def last_complete_checkpoint(run_dir: Path) -> tuple[Path | None, list[Path]]:
 def refuse_existing_run(run_dir: Path) -> None:
     """A fresh run must not write into a directory that holds one (nothing gets overwritten)."""
     run_dir = Path(run_dir)
-    if (run_dir / "metrics.jsonl").exists() or any(run_dir.glob("checkpoint-*")):
+    if (run_dir / "metrics.jsonl").exists() or checkpoints(run_dir):
         raise FileExistsError(f"{run_dir} already holds a run; continue it with "
                               f"`coevo train --resume {run_dir}` or pick another --output_dir")
 

@@ -33,7 +33,7 @@ from .data import PairedSampler
 from .reward import CoevoReward
 from .step import CoevoStep
 from .modelcard import render as render_card
-from .rundir import JsonlWriter, read_jsonl
+from .rundir import JsonlWriter, checkpoint_dir, read_jsonl
 from .scoring import MATRIX_KEYS, METRIC_KEYS
 
 PHASES = ("generation", "execution", "rewards", "update")
@@ -260,7 +260,7 @@ class CoevoTrainer(GRPOTrainer):
         self._flush()  # the step's line is on disk before its checkpoint can count as complete
         out = super()._save_checkpoint(model, trial)
         if self.is_world_process_zero():
-            ckpt = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
+            ckpt = checkpoint_dir(self.args.output_dir, self.state.global_step)
             if ckpt.is_dir():
                 # the estimates every agent shares (adopted from the first agent's payload), not
                 # this agent's own pending ones: resumed agents then sample alike
