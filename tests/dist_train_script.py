@@ -18,9 +18,9 @@ def main(out: str, mode: str, ray_address: str | None = None) -> None:
     torch.set_num_threads(1)
     tasks = bundled(6)
     if mode == "local":   # 4 problems x 8 rows = 32; 16 per process = 2 whole problems each
-        over = dict(problems_per_step=4, per_device_train_batch_size=16)
+        over = dict(problems_per_generation=4, per_device_train_batch_size=16)
     else:                 # 3 problems x 8 rows = 24; 12 per process splits a problem
-        over = dict(problems_per_step=3, per_device_train_batch_size=12)
+        over = dict(problems_per_generation=3, per_device_train_batch_size=12)
     if ray_address:  # every process scores through the same Ray pool
         over.update(exec_backend="ray", exec_address=ray_address)
     cfg = tiny_config(out, max_steps=2, **over)

@@ -49,7 +49,7 @@ def main(out, agent, names, source, model, steps):
     tasks = bundled()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    cfg = tiny_config(os.path.join(out, agent), max_steps=steps, problems_per_step=4,
+    cfg = tiny_config(os.path.join(out, agent), max_steps=steps, problems_per_generation=4,
                       per_device_train_batch_size=32 // world, label_source=source,
                       agent_name=agent,
                       agent_names=names, exchange_timeout_s=120, exec_slots=1)

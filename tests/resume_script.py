@@ -17,7 +17,7 @@ def main(out: str, resume: bool) -> None:
     torch.set_num_threads(1)
     tasks = bundled(6)
     cfg = tiny_config(out, max_steps=6, save_strategy="steps", save_steps=1,
-                      problems_per_step=3, per_device_train_batch_size=24)
+                      problems_per_generation=3, per_device_train_batch_size=24)
     train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4, random_variant=True),
           resume=resume)
 

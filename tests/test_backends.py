@@ -87,8 +87,8 @@ def test_cli_backend_flag(tmp_path):
 def test_training_config_names_the_backend():
     from coevo_code.training.config import CoevoConfig
     with pytest.raises(ValueError) as e:
-        CoevoConfig(output_dir="/tmp/x", exec_backend="nope", use_cpu=True, problems_per_step=1)
+        CoevoConfig(output_dir="/tmp/x", exec_backend="nope", use_cpu=True, problems_per_generation=1)
     assert "--exec_backend must be one of local, ray, got 'nope'" in str(e.value)
     with pytest.raises(ValueError) as e:
-        CoevoConfig(output_dir="/tmp/x", exec_address="h:6379", use_cpu=True, problems_per_step=1)
+        CoevoConfig(output_dir="/tmp/x", exec_address="h:6379", use_cpu=True, problems_per_generation=1)
     assert "--exec_address 'h:6379' is for the ray backend" in str(e.value)

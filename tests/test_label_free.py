@@ -33,7 +33,7 @@ def _code_rewards(call):
 
 def test_self_majority_rewards_the_majority_cluster_and_logs_gold_only(tmp_path):
     tasks = bundled(6)
-    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=2,
+    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_generation=2,
                       per_device_train_batch_size=16, label_source="self_majority")
     res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     # the scripted plan: [reference x 3, garbage] where index % 3 != 2: the references are the
@@ -53,7 +53,7 @@ def test_self_majority_rewards_the_majority_cluster_and_logs_gold_only(tmp_path)
 
 def test_frozen_labels_are_written_once_then_read(tmp_path):
     tasks = bundled(4)
-    cfg = tiny_config(tmp_path / "run", max_steps=1, problems_per_step=2,
+    cfg = tiny_config(tmp_path / "run", max_steps=1, problems_per_generation=2,
                       per_device_train_batch_size=16, label_source="frozen", frozen_model="tiny-random")
     train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     f = tmp_path / "run" / "frozen_labels.jsonl"
@@ -71,7 +71,7 @@ def test_frozen_labels_are_written_once_then_read(tmp_path):
             out.write(json.dumps({"task_id": t.id, "role": "test", "completions": [
                 gold_test_text(t, t.tests[i % len(t.tests)]) for i in range(4)]}) + "\n")
     before = good.read_bytes()
-    cfg = tiny_config(tmp_path / "run2", max_steps=1, problems_per_step=2,
+    cfg = tiny_config(tmp_path / "run2", max_steps=1, problems_per_generation=2,
                       per_device_train_batch_size=16, label_source="frozen",
                       frozen_labels=str(good))
     res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
@@ -105,7 +105,7 @@ def test_curriculum_passes_over_problems_outside_the_window():
 
 def test_curriculum_in_a_run_learns_estimates_and_skips(tmp_path):
     tasks = bundled(6)
-    cfg = tiny_config(tmp_path / "run", max_steps=6, problems_per_step=2,
+    cfg = tiny_config(tmp_path / "run", max_steps=6, problems_per_generation=2,
                       per_device_train_batch_size=16, label_source="self_majority",
                       curriculum=True, curriculum_window=[0.6, 1.0], save_strategy="steps",
                       save_steps=3)
@@ -163,7 +163,7 @@ def test_without_gold_tests_the_gold_metrics_are_null_and_training_runs(tmp_path
     import dataclasses
     tasks = bundled(4)
     unlabelled = [dataclasses.replace(t, tests=[]) for t in tasks]  # the data has no gold
-    cfg = tiny_config(tmp_path / "run", max_steps=1, problems_per_step=2,
+    cfg = tiny_config(tmp_path / "run", max_steps=1, problems_per_generation=2,
                       per_device_train_batch_size=16, label_source="self_majority")
     res = train(cfg, PLUMBING, tasks=unlabelled, rollout_func=scripted_rollout(tasks, 4))
     line = _lines(tmp_path / "run" / "metrics.jsonl")[0]

@@ -24,12 +24,12 @@ def coevo(*args, timeout=600):
 def test_train_resume_and_report_through_the_command(tmp_path):
     run = tmp_path / "run"
     p = coevo("train", "--output_dir", str(run), "--max_steps", "2", "--save_steps", "1",
-              "--problems_per_step", "2", "--per_device_train_batch_size", "16",
+              "--problems_per_generation", "2", "--per_device_train_batch_size", "16",
               "--eval_tasks_limit", "4", "--eval_steps", "2")
     assert p.returncode == 0, p.stderr[-2000:]
     assert f"run directory {run}" in p.stderr
     inputs = yaml.safe_load((run / "config.yaml").read_text())
-    assert inputs["max_steps"] == 2 and inputs["problems_per_step"] == 2
+    assert inputs["max_steps"] == 2 and inputs["problems_per_generation"] == 2
     assert inputs["tasks"] == "world" and inputs["output_dir"] == str(run)
     evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
     assert [e["step"] for e in evals] == [0, 2] and all(e["problems"] == 4 for e in evals)
@@ -103,7 +103,7 @@ def test_recipes_parse_and_batch_math(recipe, tmp_path):
             c = parse_train_args(["--config", str(f)]).config
             gpus = int(agent.launch.get("num_processes", 1))
             assert (c.per_device_train_batch_size * gpus * c.gradient_accumulation_steps
-                    == c.generation_batch_size == c.problems_per_step * 2 * c.num_generations)
+                    == c.generation_batch_size == c.problems_per_generation * 2 * c.num_generations)
             assert c.agent_names == [x.name for x in pair.agents]
         assert "cpu" in recipe.name or "Needs:" in text
         return
@@ -112,5 +112,5 @@ def test_recipes_parse_and_batch_math(recipe, tmp_path):
     gpus = 8 if "--num_processes 8" in text else 1
     assert a.model.model_name_or_path == raw["model_name_or_path"]
     assert (raw["per_device_train_batch_size"] * gpus * raw["gradient_accumulation_steps"]
-            == a.config.generation_batch_size == raw["problems_per_step"] * 2 * raw["num_generations"])
+            == a.config.generation_batch_size == raw["problems_per_generation"] * 2 * raw["num_generations"])
     assert "Needs:" in text

@@ -89,7 +89,7 @@ def _check_routing(res, tasks, k):
 
 def test_reward_routing_and_dropped_rows(tmp_path):
     tasks = bundled(6)
-    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=3,
+    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_generation=3,
                       per_device_train_batch_size=24)
     res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     _check_routing(res, tasks, 4)
@@ -121,13 +121,13 @@ def test_extra_reward_functions_beside_coevo_keep_its_masking(tmp_path):
     signal: they keep zero advantage and no loss tokens although the other function gives
     them a value."""
     tasks = bundled(6)
-    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=3,
+    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_generation=3,
                       per_device_train_batch_size=24,
                       reward_funcs=["training_helpers.length_bonus"], reward_weights=[1.0, 0.5])
     res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     assert len(res.trainer.reward_funcs) == 2
     _check_routing(res, tasks, 4)  # coevo's own rewards are unchanged
-    base = train(tiny_config(tmp_path / "base", max_steps=2, problems_per_step=3,
+    base = train(tiny_config(tmp_path / "base", max_steps=2, problems_per_generation=3,
                              per_device_train_batch_size=24), PLUMBING, tasks=tasks,
                  rollout_func=scripted_rollout(tasks, 4))
     moved = 0
@@ -155,7 +155,7 @@ def test_reward_routing_under_gradient_accumulation(tmp_path):
     """4 micro-batches of 8 rows per optimiser step: the reward call still sees the whole
     generation batch, both roles of every problem."""
     tasks = bundled(6)
-    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=4,
+    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_generation=4,
                       per_device_train_batch_size=8, gradient_accumulation_steps=4)
     assert cfg.steps_per_generation == 4
     res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
@@ -168,7 +168,7 @@ def test_reward_routing_under_gradient_accumulation(tmp_path):
 def test_weights_move_with_signal(tmp_path):
     from transformers import AutoModelForCausalLM
     tasks = bundled(6)
-    res = train(tiny_config(tmp_path / "run", max_steps=1, problems_per_step=3,
+    res = train(tiny_config(tmp_path / "run", max_steps=1, problems_per_generation=3,
                             per_device_train_batch_size=24), PLUMBING, tasks=tasks,
                 rollout_func=scripted_rollout(tasks, 4))
     a = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "initial-model")
@@ -178,7 +178,7 @@ def test_weights_move_with_signal(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"problems_per_step": None, "per_device_train_batch_size": 12}, "multiple of 2k"),
+    ({"problems_per_generation": None, "per_device_train_batch_size": 12}, "multiple of 2k"),
     ({"p_give_example": 1.5}, "--p_give_example"),
     ({"label_source": "oracle"}, "--label_source"),
     ({"min_len": 10, "max_len": 5}, "--min_len"),
@@ -211,7 +211,7 @@ def test_eval_set_and_tensorboard(tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     tasks = bundled(6)
     monkeypatch.setattr("coevo_code.evaluation.heldout.sample", scripted_sampler(tasks))
-    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_step=3,
+    cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_generation=3,
                       per_device_train_batch_size=24, eval_tasks="bundled", eval_steps=2,
                       eval_on_start=True, per_device_eval_batch_size=8,
                       report_to=["tensorboard"])

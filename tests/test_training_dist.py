@@ -60,7 +60,7 @@ def test_two_processes(tmp_path, mode, per_process):
     # the same run in one process: the same weights
     from transformers import AutoModelForCausalLM
     one = train(tiny_config(tmp_path / "one", max_steps=2,
-                            problems_per_step=4 if mode == "local" else 3,
+                            problems_per_generation=4 if mode == "local" else 3,
                             per_device_train_batch_size=32 if mode == "local" else 24),
                 PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
     a = AutoModelForCausalLM.from_pretrained(one.final_dir)

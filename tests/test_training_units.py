@@ -264,3 +264,39 @@ def test_model_card_without_figures_and_bad_source():
     assert "(none recorded)" in card and "Held-out" not in card
     with pytest.raises(ValueError, match="label_source"):
         render(name="r", base_model="tiny", label_source="votes", data="d", step=0)
+
+
+def test_config_declares_reward_options_and_lockstep_fields_once():
+    """RewardOptions is read from the config by field name (same defaults), and the fields a
+    pair keeps in lockstep come from the config's field metadata plus TRL's own."""
+    import dataclasses
+    pytest.importorskip("trl")
+    from coevo_code.training.config import CoevoConfig, lockstep_fields
+    from coevo_code.training.run import reward_options
+    config_fields = {f.name: f for f in dataclasses.fields(CoevoConfig)}
+    for f in dataclasses.fields(RewardOptions):
+        assert f.name in config_fields, f.name
+        assert config_fields[f.name].default == f.default, f.name
+    cfg = CoevoConfig(output_dir="/tmp/x", label_threshold=0.7, bon_n=2, post_stage=True,
+                      use_cpu=True, bf16=False, problems_per_generation=1)
+    opts = reward_options(cfg)
+    assert (opts.label_threshold, opts.bon_n, opts.post_stage) == (0.7, 2, True)
+    lock = lockstep_fields()
+    assert len(lock) == len(set(lock)) and set(lock) <= set(config_fields)
+    for name in ("seed", "tasks", "num_generations", "problems_per_generation", "max_steps",
+                 "label_source", "curriculum_window", "agent_names", "eval_tasks_limit"):
+        assert name in lock, name
+    for name in ("learning_rate", "per_device_train_batch_size", "model_init_kwargs"):
+        assert name not in lock, name  # each agent's own
+
+
+def test_old_name_problems_per_step_still_works_with_a_warning():
+    pytest.importorskip("trl")
+    from coevo_code.training.config import CoevoConfig
+    with pytest.warns(FutureWarning, match="problems_per_generation"):
+        cfg = CoevoConfig(output_dir="/tmp/x", problems_per_step=3, num_generations=4,
+                          use_cpu=True, bf16=False)
+    assert cfg.problems_per_generation == 3 and cfg.generation_batch_size == 24
+    with pytest.raises(ValueError, match="old name"):
+        CoevoConfig(output_dir="/tmp/x", problems_per_step=3, problems_per_generation=2,
+                    use_cpu=True, bf16=False)

@@ -11,9 +11,11 @@ uses the tiny model that ships with the package.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 
 from trl import GRPOConfig
@@ -24,6 +26,11 @@ from ..labels import SOURCES as LABEL_SOURCES
 
 def _f(default, help: str, **kw):
     return field(default=default, metadata={"help": help, **kw})
+
+
+def _lock(default, help: str, **kw):
+    """A field every agent of a pair or ring must share (:func:`lockstep_fields`)."""
+    return _f(default, help, lockstep=True, **kw)
 
 
 @dataclass
@@ -60,8 +67,10 @@ class CoevoConfig(GRPOConfig):
         p_give_example: probability that a prompt shows the problem's public examples (CURE 1.0);
             drawn once per problem visit, for both roles; max_input_examples: how many (CURE: 1).
     Batch
-        problems_per_step: problems per generation batch; sets ``generation_batch_size`` to
-            problems_per_step x 2 x num_generations (k code rows then k test rows per problem).
+        problems_per_generation: problems per generation batch; sets ``generation_batch_size``
+            to problems_per_generation x 2 x num_generations (k code rows then k test rows per
+            problem). Its old name ``problems_per_step`` still works, with a warning (a step is
+            an optimiser step everywhere else, and one generation batch can serve several).
     Execution
         exec_backend (``local`` slots on this machine, or ``ray``: a Ray cluster's CPU nodes,
         docs/EXECUTION.md), exec_address (the Ray cluster; default: a local Ray instance),
@@ -87,23 +96,26 @@ class CoevoConfig(GRPOConfig):
     """
 
     # data
-    tasks: str = _f("bundled", "training problems: a dataset name (see `coevo tasks check`)")
-    tasks_path: str | None = _f(None, "local file of the training problems (default: public source)")
-    tasks_split: str | None = _f(None, "split of the training dataset")
-    tasks_limit: int | None = _f(None, "use a seeded sample of this many training problems")
-    eval_tasks: str | None = _f(None, "labelled evaluation problems scored every eval_steps")
-    eval_tasks_path: str | None = _f(None, "local file of the evaluation problems")
-    eval_tasks_split: str | None = _f(None, "split of the evaluation dataset")
-    eval_tasks_limit: int | None = _f(None, "use a seeded sample of this many evaluation problems")
+    tasks: str = _lock("bundled", "training problems: a dataset name (see `coevo tasks check`)")
+    tasks_path: str | None = _lock(None, "local file of the training problems (default: the "
+                                         "public source)")
+    tasks_split: str | None = _lock(None, "split of the training dataset")
+    tasks_limit: int | None = _lock(None, "use a seeded sample of this many training problems")
+    eval_tasks: str | None = _lock(None, "labelled evaluation problems scored every eval_steps")
+    eval_tasks_path: str | None = _lock(None, "local file of the evaluation problems")
+    eval_tasks_split: str | None = _lock(None, "split of the evaluation dataset")
+    eval_tasks_limit: int | None = _lock(None, "use a seeded sample of this many evaluation "
+                                               "problems")
     # rewards
-    label_source: str = _f("gold", "where the correct set comes from", choices=list(LABEL_SOURCES))
+    label_source: str = _lock("gold", "where the correct set comes from",
+                              choices=list(LABEL_SOURCES))
     max_gold_tests: int = _f(8, "gold tests used per problem (CURE: 8)")
     code_all_passed: bool = _f(False, "code reward: 1 if every gold test passes (else the share)")
     post_stage: bool = _f(False, "CURE's post-stage test reward")
     length_shaping: bool = _f(False, "CURE's length shaping for long chain-of-thought models")
     min_len: int = _f(1000, "length shaping: lower clip of the target length (tokens)")
     max_len: int = _f(8000, "length shaping: upper clip of the target length (tokens)")
-    label_threshold: float = _f(0.5, "label-free: least vote share |C|/n that labels a problem")
+    label_threshold: float = _lock(0.5, "label-free: least vote share |C|/n that labels a problem")
     bon_n: int = _f(4, "best-of-N logged every step: solutions")
     bon_m: int = _f(4, "best-of-N logged every step: generated tests")
     reward_control: str = _f("none", "a control run: train on rewards shuffled within each batch "
@@ -113,11 +125,12 @@ class CoevoConfig(GRPOConfig):
         "help": "more reward functions beside coevo's: a TRL reward's name or a dotted import "
                 "path (weights: reward_weights, coevo's first)"})
     # prompts
-    p_give_example: float = _f(1.0, "probability that a prompt shows public examples (CURE 1.0)")
-    max_input_examples: int = _f(1, "public examples shown when shown (CURE: 1)")
+    p_give_example: float = _lock(1.0, "probability that a prompt shows public examples (CURE 1.0)")
+    max_input_examples: int = _lock(1, "public examples shown when shown (CURE: 1)")
     # batch
-    problems_per_step: int | None = _f(None, "problems per generation batch (sets "
-                                             "generation_batch_size = problems x 2 x k)")
+    problems_per_generation: int | None = _lock(None, "problems per generation batch (sets "
+                                                   "generation_batch_size = problems x 2 x k)")
+    problems_per_step: int | None = _lock(None, "the old name of problems_per_generation")
     # execution
     exec_backend: str = _f("local", "where programs run: local slots or a Ray cluster",
                            choices=list(BACKENDS))
@@ -129,19 +142,21 @@ class CoevoConfig(GRPOConfig):
     exec_time_limit_s: float | None = _f(None, "CPU seconds per test for every task (default: "
                                                "each task's own limit)")
     # label-free runs
-    frozen_labels: str | None = _f(None, "frozen labeller's completions (generations.jsonl)")
-    frozen_model: str | None = _f(None, "model that writes frozen_labels when it is missing")
+    frozen_labels: str | None = _lock(None, "frozen labeller's completions (generations.jsonl)")
+    frozen_model: str | None = _lock(None, "model that writes frozen_labels when it is missing")
     problem_field: str | None = _f(None, "show this metadata field instead of the statement")
-    curriculum: bool = _f(False, "keep problems whose label-free pass rate is in the window")
+    curriculum: bool = _lock(False, "keep problems whose label-free pass rate is in the window")
     curriculum_window: list[float] = field(default_factory=lambda: [0.05, 0.75], metadata={
-        "help": "curriculum: [low, high] estimated pass rate kept"})
+        "lockstep": True, "help": "curriculum: [low, high] estimated pass rate kept"})
     keep_best: bool = _f(False, "keep best/: the weights with the best eval code_acc")
-    early_stopping_patience: int = _f(0, "stop after this many evals without improvement (0 off)")
+    early_stopping_patience: int = _lock(0, "stop after this many evals without improvement "
+                                            "(0: off)")
     # several agents
-    agent_name: str = _f("", "this agent's name in a pair or ring (set by the launcher)")
+    agent_name: str = _lock("", "this agent's name in a pair or ring (set by the launcher)")
     agent_names: list[str] = field(default_factory=list, metadata={
+        "lockstep": True,
         "help": "every agent of the pair or ring, in order (set by the launcher)"})
-    exchange_timeout_s: float = _f(600.0, "seconds to wait for another agent's completions")
+    exchange_timeout_s: float = _lock(600.0, "seconds to wait for another agent's completions")
     # machine
     torch_threads: int | None = _f(None, "torch intra-op threads (1 on small CPUs)")
 
@@ -163,8 +178,8 @@ class CoevoConfig(GRPOConfig):
         for name in ("max_gold_tests", "max_input_examples"):
             if getattr(self, name) < 0:
                 errors.append(f"--{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("bon_n", "bon_m", "problems_per_step", "exec_slots", "torch_threads",
-                     "tasks_limit", "eval_tasks_limit"):
+        for name in ("bon_n", "bon_m", "problems_per_generation", "problems_per_step",
+                     "exec_slots", "torch_threads", "tasks_limit", "eval_tasks_limit"):
             v = getattr(self, name)
             if v is not None and v < 1:
                 errors.append(f"--{name} must be >= 1, got {v}")
@@ -212,11 +227,20 @@ class CoevoConfig(GRPOConfig):
                 raise ValueError("--output_dir is required when several processes train together")
             self.output_dir = os.path.join("runs", time.strftime("coevo-%Y%m%d-%H%M%S"))
         k = self.num_generations
-        if self.problems_per_step is not None:
+        if self.problems_per_step is not None:  # the old name (configs, resumed runs)
+            if self.problems_per_generation not in (None, self.problems_per_step):
+                raise ValueError("--problems_per_step is the old name of "
+                                 "--problems_per_generation; set only the new one")
+            warnings.warn("--problems_per_step is now --problems_per_generation (problems per "
+                          "generation batch); the old name still works", FutureWarning,
+                          stacklevel=2)
+            self.problems_per_generation, self.problems_per_step = self.problems_per_step, None
+        if self.problems_per_generation is not None:
             if self.generation_batch_size is not None or self.steps_per_generation is not None:
-                raise ValueError("--problems_per_step sets generation_batch_size; do not also set "
+                raise ValueError("--problems_per_generation sets generation_batch_size; do not also "
+                                 "set "
                                  "--generation_batch_size or --steps_per_generation")
-            self.generation_batch_size = self.problems_per_step * 2 * k
+            self.generation_batch_size = self.problems_per_generation * 2 * k
         if self.eval_tasks and self.eval_strategy == "no":
             self.eval_strategy = "steps"
         super().__post_init__()
@@ -224,7 +248,7 @@ class CoevoConfig(GRPOConfig):
             raise ValueError(
                 f"a generation batch holds k={k} code rows then k test rows per problem, so "
                 f"generation_batch_size ({self.generation_batch_size}) must be a multiple of "
-                f"2k = {2 * k}; set --problems_per_step instead")
+                f"2k = {2 * k}; set --problems_per_generation instead")
         if self.eval_tasks and self.eval_strategy != "no":
             ke = self.num_generations_eval or k
             if (self.per_device_eval_batch_size * self.world_size) % (2 * ke) != 0:
@@ -246,3 +270,17 @@ class CoevoConfig(GRPOConfig):
         if self.max_steps and self.max_steps > 0:
             return math.ceil(self.max_steps * ga / repeat)
         return max(1, math.ceil(self.num_train_epochs * n_problems / self.problems_per_batch))
+
+
+# GRPOConfig's own fields that decide the data order, the batch shape and the steps; coevo's are
+# declared with ``_lock`` (``lockstep`` in their metadata)
+TRL_LOCKSTEP = ("seed", "data_seed", "num_generations", "generation_batch_size", "num_iterations",
+                "max_steps", "num_train_epochs", "save_steps", "save_strategy", "eval_steps",
+                "eval_strategy", "output_dir", "shuffle_dataset")
+
+
+def lockstep_fields() -> tuple[str, ...]:
+    """The fields every agent of a pair or ring must share (set at the pair config's top level
+    only): TRL's :data:`TRL_LOCKSTEP` and coevo's fields marked ``lockstep``."""
+    own = tuple(f.name for f in dataclasses.fields(CoevoConfig) if f.metadata.get("lockstep"))
+    return TRL_LOCKSTEP + own

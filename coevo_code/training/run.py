@@ -137,12 +137,9 @@ def exchange_for(config: CoevoConfig):
 
 
 def reward_options(config: CoevoConfig) -> RewardOptions:
-    return RewardOptions(max_gold_tests=config.max_gold_tests, post_stage=config.post_stage,
-                         code_all_passed=config.code_all_passed,
-                         length_shaping=config.length_shaping, min_len=config.min_len,
-                         max_len=config.max_len, bon_n=config.bon_n, bon_m=config.bon_m,
-                         label_source=config.label_source,
-                         label_threshold=config.label_threshold)
+    """The config's fields that scoring reads: :class:`RewardOptions`' fields, by name."""
+    return RewardOptions(**{f.name: getattr(config, f.name)
+                            for f in dataclasses.fields(RewardOptions)})
 
 
 def _is_main() -> bool:
