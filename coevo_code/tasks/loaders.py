@@ -1,5 +1,6 @@
-"""Loaders: one per benchmark, each reading its public schema (``../shared/design/DATASETS.md``)
-natively from a local file or a Hugging Face hub id, and reporting what it loaded.
+"""Loaders: one per benchmark, each reading its public schema (the fields each loader reads are in
+its docstring; docs/CORE.md lists the benchmarks) natively from a local file or a Hugging Face
+hub id, and reporting what it loaded.
 
 A hub id needs the network and the ``datasets`` package; without them the error names the
 local-file way. Local files: ``.jsonl``, ``.jsonl.gz``, ``.json`` (a list), ``.parquet``.
