@@ -75,7 +75,7 @@ def run_baseline(workdir: Path, steps: int, device: str, scripted: bool):
     from trl import GRPOTrainer
 
     from coevo_code.training.data import paired_rows
-    from coevo_code.training.model import save_tiny
+    from coevo_code.generation.tiny import save_tiny
     tasks = bundled()
     cfg = tiny_config(workdir / "trl", max_steps=steps, **_device_overrides(device))
     model = save_tiny(workdir / "trl-model", seed=cfg.seed, name=PLUMBING.model_name_or_path)

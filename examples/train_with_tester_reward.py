@@ -42,10 +42,10 @@ def main(argv=None) -> int:
     from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_peft_config
 
     from coevo_code import TesterReward
-    from coevo_code.evaluation.engines import Sampling, TransformersEngine
+    from coevo_code.generation.engines import Sampling, TransformersEngine
     from coevo_code.evaluation.tester_reward import coder_rows
     from coevo_code.tasks import load_tasks
-    from coevo_code.training.model import is_tiny, save_tiny
+    from coevo_code.generation.tiny import is_tiny, save_tiny
 
     targs, config, margs = TrlParser((TesterArgs, GRPOConfig, ModelConfig)).parse_args_and_config(
         argv)

@@ -312,7 +312,7 @@ def check(name: str, problems: int = 96, seed: int = 0) -> dict:
     from coevo_code.execution import Executor
     from coevo_code.tasks.model import seeded_sample
     from coevo_code.tasks.world import generate
-    from coevo_code.training.model import load_tiny
+    from coevo_code.generation.tiny import load_tiny
     model, tok = load_tiny(name)
     tasks = seeded_sample(generate("heldout"), problems, seed)
     with Executor(slots=2) as ex:

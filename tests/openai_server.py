@@ -26,7 +26,7 @@ def main() -> None:
     args = p.parse_args()
     import torch
     torch.set_num_threads(1)
-    from coevo_code.evaluation.engines import Sampling, TransformersEngine
+    from coevo_code.generation.engines import Sampling, TransformersEngine
     engine = TransformersEngine("tiny", Sampling())
     lock = threading.Lock()
 

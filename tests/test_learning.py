@@ -93,7 +93,7 @@ WARM = {"tiny": {"code": (0.15, 0.55), "ut": (0.15, 0.55), "unparsed": 0.2},
 def test_warm_start_is_mediocre_on_heldout(sandbox, name):
     """Shipped weights, at most 1.25 M parameters; on held-out problems at temperature 1 the
     model writes programs and tests, and some but far from all are right."""
-    from coevo_code.training.model import is_warm, load_tiny
+    from coevo_code.generation.tiny import is_warm, load_tiny
     assert is_warm(name)
     model, tok = load_tiny(name)
     assert sum(p.numel() for p in model.parameters()) <= 1_250_000

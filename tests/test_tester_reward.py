@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from coevo_code import TesterReward
-from coevo_code.evaluation.engines import Engine
+from coevo_code.generation.engines import Engine
 from coevo_code.evaluation.tester_reward import coder_rows
 from coevo_code.tasks import load_tasks
 

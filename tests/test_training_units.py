@@ -194,7 +194,7 @@ def test_shipped_random_tiny_model_files_are_what_the_script_makes(tmp_path, arc
 
 
 def test_the_two_tiny_families_differ_in_architecture_and_tokenizer():
-    from coevo_code.training.model import tiny_tokenizer
+    from coevo_code.generation.tiny import tiny_tokenizer
     qwen, llama = tiny_tokenizer("tiny"), tiny_tokenizer("tiny-llama")
     text = "def add(a, b):\n    return a + b\n"
     assert qwen.encode(text) != llama.encode(text)

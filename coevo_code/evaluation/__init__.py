@@ -1,8 +1,12 @@
 """Evaluation: a model as coder and tester on a benchmark, scoring existing samples, ranking,
-and the tester as a reward model. See ``docs/EVALUATION.md``."""
+and the tester as a reward model. See ``docs/EVALUATION.md``.
 
-from .engines import Engine, EngineError, OpenAIEngine, Sampling, TransformersEngine, make_engine
-from .harness import RANKERS, GenerationCache, generate_all, judge, parse_bon, summarize
+The engines and the generation cache live in :mod:`coevo_code.generation` (re-exported here).
+"""
+
+from ..generation import (Engine, EngineError, GenerationCache, OpenAIEngine, Sampling,
+                          TransformersEngine, generate_all, make_engine)
+from .harness import RANKERS, judge, parse_bon, summarize
 from .samples import SampleError, read_samples, score_samples
 
 __all__ = ["Engine", "EngineError", "OpenAIEngine", "Sampling", "TransformersEngine", "make_engine",

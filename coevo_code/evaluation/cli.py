@@ -98,8 +98,9 @@ def cmd_eval(args) -> int:
 
     from ..execution import IsolationError
     from ..execution.backends import executor_from_args
-    from .engines import EngineError, Sampling, make_engine
-    from .harness import RANKERS, GenerationCache, generate_all, judge, parse_bon, summarize
+    from ..generation.cache import GenerationCache, generate_all
+    from ..generation.engines import EngineError, Sampling, make_engine
+    from .harness import RANKERS, judge, parse_bon, summarize
     from .report import write_results
     from .samples import SampleError, per_task, read_samples, score_samples
 
@@ -210,7 +211,7 @@ def cmd_rank(args) -> int:
     from ..execution import IsolationError
     from ..execution.backends import executor_from_args
     from ..tasks import LoaderError, load_tasks
-    from .engines import EngineError, Sampling, make_engine
+    from ..generation.engines import EngineError, Sampling, make_engine
     from .rank import ALL_RANKERS, dumps, prepare_records, rank_items
 
     if args.ranker not in ALL_RANKERS:

@@ -1,8 +1,8 @@
 """Evaluating a model as a coder and as a unit tester on a benchmark.
 
-For each problem: k_code solutions and k_test tests from the model (cached in
-``DIR/generations.jsonl`` as they arrive, so an interrupted evaluation resumes without
-regenerating), one executor job (solutions x (gold tests + generated tests)), then the core's
+For each problem: k_code solutions and k_test tests from the model (generated through
+:mod:`coevo_code.generation.cache`, so an interrupted evaluation resumes without regenerating),
+one executor job (solutions x (gold tests + generated tests)), then the core's
 metrics: pass@1 (mean over problems of the share of correct solutions) and unbiased pass@k,
 unit-test accuracy, p01, p00 and mu (pooled over problems with a correct solution; CURE Sec. 3),
 and best-of-N accuracy for each (n, m) and each ranker (as CURE evaluates it: pick one of the
@@ -12,11 +12,9 @@ interval over problems.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -25,7 +23,7 @@ from ..matrix import full_matrix, prepare
 from ..metrics import TestCounts, best_of_n_accuracy, pass_at_k, test_counts
 from ..ranking import codet_select, cure_select
 from ..rewards import correct_from_gold
-from ..roles import CODE, TEST, coder_messages, tester_messages
+from ..roles import CODE, TEST
 from ..tasks.model import Task
 
 RANKERS: dict[str, Callable] = {
@@ -63,58 +61,6 @@ class ProblemResult:
     @property
     def generated(self) -> np.ndarray:
         return self.matrix[:, self.n_gold:]
-
-
-class GenerationCache:
-    """``generations.jsonl``: one line per (task_id, role) with its completions."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.data: dict[tuple[str, str], list[str]] = {}
-        if self.path.is_file():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                try:
-                    rec = json.loads(line)
-                    self.data[(rec["task_id"], rec["role"])] = list(rec["completions"])
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line torn by an interruption: generated again
-
-    def get(self, task_id: str, role: str, k: int) -> list[str] | None:
-        got = self.data.get((task_id, role))
-        return got[:k] if got is not None and len(got) >= k else None
-
-    def put(self, task_id: str, role: str, completions: list[str]) -> None:
-        self.data[(task_id, role)] = completions
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"task_id": task_id, "role": role, "completions": completions})
-                    + "\n")
-
-
-def generate_all(tasks: Sequence[Task], engine, k_code: int, k_test: int, cache: GenerationCache,
-                 chunk: int = 8, progress=None) -> dict[tuple[str, str], list[str]]:
-    """Completions for every (task, role), from the cache where present; new ones are written
-    to the cache every ``chunk`` problems."""
-    out = {}
-    for role, k, messages in ((CODE, k_code, coder_messages), (TEST, k_test, tester_messages)):
-        if k <= 0:
-            continue
-        todo = []
-        for t in tasks:
-            got = cache.get(t.id, role, k)
-            if got is None:
-                todo.append(t)
-            else:
-                out[(t.id, role)] = got
-                if progress:
-                    progress(1)
-        for a in range(0, len(todo), chunk):
-            part = todo[a:a + chunk]
-            texts = engine.generate([messages(t) for t in part], k, progress=progress)
-            for t, completions in zip(part, texts):
-                cache.put(t.id, role, completions)
-                out[(t.id, role)] = completions
-    return out
 
 
 def judge(tasks: Sequence[Task], generations: dict, k_code: int, k_test: int, executor,

@@ -124,7 +124,7 @@ def sample(model, tokenizer, conversations: list[list[dict]], n: int, temperatur
     touching the caller's random state."""
     import torch
 
-    from .engines import chat_generate
+    from ..generation.engines import chat_generate
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"
     was_training = model.training

@@ -42,7 +42,7 @@ class TesterReward:
     def __init__(self, tasks: Sequence[Task], engine, k_tests: int = 8, executor=None,
                  cache_path: str | Path | None = None, batch: int = 8,
                  executor_options: dict | None = None):
-        from .harness import GenerationCache
+        from ..generation.cache import GenerationCache
         self.tasks = {t.id: t for t in tasks}
         self.engine, self.k_tests, self.batch = engine, k_tests, batch
         self._executor, self._own = executor, executor is None

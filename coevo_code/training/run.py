@@ -97,7 +97,7 @@ def frozen_labels(config: CoevoConfig, tasks: list[Task], out: Path) -> dict:
     """The frozen labeller's completions per problem: read from ``frozen_labels`` (a
     ``generations.jsonl`` of ``coevo eval``), or written there (default: the run directory) by
     ``frozen_model`` once, at the start (SRT's frozen pseudo-labels)."""
-    from ..evaluation.harness import GenerationCache
+    from ..generation.cache import GenerationCache
     k = config.num_generations
     path = Path(config.frozen_labels) if config.frozen_labels else out / "frozen_labels.jsonl"
     cache = GenerationCache(path)
@@ -108,8 +108,8 @@ def frozen_labels(config: CoevoConfig, tasks: list[Task], out: Path) -> dict:
                           f"{missing[0].id} ({len(missing)} problem(s) missing); give "
                           f"--frozen_model to write them")
     if missing:
-        from ..evaluation.engines import Sampling, make_engine
-        from ..evaluation.harness import generate_all
+        from ..generation.cache import generate_all
+        from ..generation.engines import Sampling, make_engine
         print(f"coevo: frozen labeller {config.frozen_model}: writing {len(missing)} problem(s) "
               f"to {path}", file=sys.stderr)
         engine = make_engine("transformers", config.frozen_model, Sampling(
@@ -175,7 +175,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     from trl import get_peft_config
 
     from .data import Curriculum, paired_rows
-    from .model import is_tiny, save_tiny
+    from ..generation.tiny import is_tiny, save_tiny
     from .sharding import Sharding
     from .step import CoevoStep, Lockstep
     from .trainer import CoevoTrainer
