@@ -5,7 +5,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name):  # heavy parts load on first use
     if name == "TesterReward":
-        from .evaluation.tester_reward import TesterReward
+        from .training.tester_reward import TesterReward
         return TesterReward
     if name == "Executor":
         from .execution import Executor

@@ -43,9 +43,9 @@ def main(argv=None) -> int:
 
     from coevo_code import TesterReward
     from coevo_code.generation.engines import Sampling, TransformersEngine
-    from coevo_code.evaluation.tester_reward import coder_rows
-    from coevo_code.tasks import load_tasks
     from coevo_code.generation.tiny import is_tiny, save_tiny
+    from coevo_code.tasks import load_tasks
+    from coevo_code.training.tester_reward import coder_rows
 
     targs, config, margs = TrlParser((TesterArgs, GRPOConfig, ModelConfig)).parse_args_and_config(
         argv)

@@ -11,7 +11,7 @@ import pytest
 
 from coevo_code import TesterReward
 from coevo_code.generation.engines import Engine
-from coevo_code.evaluation.tester_reward import coder_rows
+from coevo_code.training.tester_reward import coder_rows
 from coevo_code.tasks import load_tasks
 
 ROOT = Path(__file__).resolve().parent.parent

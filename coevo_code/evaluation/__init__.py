@@ -1,7 +1,10 @@
 """Evaluation: a model as coder and tester on a benchmark, scoring existing samples, ranking,
-and the tester as a reward model. See ``docs/EVALUATION.md``.
+and the model scored on held-out problems during training. See ``docs/EVALUATION.md``.
 
-The engines and the generation cache live in :mod:`coevo_code.generation` (re-exported here).
+The engines and the generation cache live in :mod:`coevo_code.generation` (re-exported here);
+:class:`TesterReward`, a training reward, in :mod:`coevo_code.training.tester_reward` (loaded
+on first use of ``coevo_code.evaluation.TesterReward``, so that importing evaluation does not
+import training).
 """
 
 from ..generation import (Engine, EngineError, GenerationCache, OpenAIEngine, Sampling,
@@ -12,3 +15,10 @@ from .samples import SampleError, read_samples, score_samples
 __all__ = ["Engine", "EngineError", "OpenAIEngine", "Sampling", "TransformersEngine", "make_engine",
            "RANKERS", "GenerationCache", "generate_all", "judge", "parse_bon", "summarize",
            "SampleError", "read_samples", "score_samples"]
+
+
+def __getattr__(name):  # the old public path of a training reward
+    if name == "TesterReward":
+        from .tester_reward import TesterReward
+        return TesterReward
+    raise AttributeError(name)
