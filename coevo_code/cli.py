@@ -290,12 +290,13 @@ def main(argv=None) -> int:
         from .execution.image import main as build_image_main
         return build_image_main(argv[1:])
     from .execution.backends import add_backend_arguments
+    from .execution.launchers import LAUNCHER_CHOICES
 
     p = argparse.ArgumentParser(prog="coevo", description="Co-evolving coders and unit testers.")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def sandbox_flags(q):
-        q.add_argument("--launcher", default="auto", choices=["auto", "bwrap", "direct", "docker"],
+        q.add_argument("--launcher", default="auto", choices=LAUNCHER_CHOICES,
                        help="how slot servers are isolated (auto: bubblewrap if it works here)")
         q.add_argument("--no-uid", action="store_true",
                        help="do not drop children to a per-slot uid when root")

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from ..cli import _die
+from ..generation.engines import ENGINES
 
 PLUS = ("humanevalplus", "mbppplus")
 
@@ -26,7 +27,7 @@ def add_eval_parser(sub, sandbox_flags) -> None:
                                      "plus solution or completion) instead of generating")
     e.add_argument("--model", help="local path or hub id (or `tiny`); with --engine openai: the "
                                    "served model's name")
-    e.add_argument("--engine", default="transformers", choices=["transformers", "vllm", "openai"])
+    e.add_argument("--engine", default="transformers", choices=ENGINES)
     e.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     e.add_argument("--api-key", help="bearer token for --engine openai (or none)")
     e.add_argument("--concurrency", type=int, default=8, help="openai: requests in flight")
@@ -194,7 +195,7 @@ def add_rank_parser(sub, sandbox_flags) -> None:
     r.add_argument("--data", help="a local copy of the benchmark")
     r.add_argument("--split")
     r.add_argument("--tester", help="a tester model writing the tests (with --benchmark)")
-    r.add_argument("--engine", default="transformers", choices=["transformers", "vllm", "openai"])
+    r.add_argument("--engine", default="transformers", choices=ENGINES)
     r.add_argument("--base-url")
     r.add_argument("--api-key")
     r.add_argument("--k-test", type=int, default=8)

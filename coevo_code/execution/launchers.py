@@ -517,6 +517,9 @@ class DockerChannel(Channel):
 
 
 LAUNCHERS = {"direct": DirectLauncher, "bwrap": BwrapLauncher, "docker": DockerLauncher}
+# what a launcher option takes (the command's --launcher, training's exec_launcher): "auto"
+# chooses as choose_launcher does
+LAUNCHER_CHOICES = ("auto", *sorted(LAUNCHERS))
 
 
 def choose_launcher(name: str = "auto") -> tuple[Launcher, list[str]]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from ..execution.backends import BACKENDS
+from ..execution.launchers import LAUNCHER_CHOICES
 from ..labels import SOURCES as LABEL_SOURCES
 
 
@@ -137,7 +138,7 @@ class CoevoConfig(GRPOConfig):
     exec_address: str | None = _f(None, "ray backend: the cluster's address (default: start a "
                                         "local Ray instance)")
     exec_slots: int | None = _f(None, "sandbox slots (default: CPU cores / local processes)")
-    exec_launcher: str = _f("auto", "sandbox launcher", choices=["auto", "bwrap", "direct", "docker"])
+    exec_launcher: str = _f("auto", "sandbox launcher", choices=list(LAUNCHER_CHOICES))
     exec_allow_unsafe: bool = _f(False, "run generated code even with no isolation layer")
     exec_time_limit_s: float | None = _f(None, "CPU seconds per test for every task (default: "
                                                "each task's own limit)")
