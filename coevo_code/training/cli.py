@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 from trl import ModelConfig, TrlParser
 
+from ..argv import pop_flag
 from .config import CoevoConfig
 
 TINY_YAML = Path(__file__).resolve().parent / "tiny.yaml"
@@ -36,20 +37,6 @@ def _parser() -> _Parser:
     return _Parser((CoevoConfig, ModelConfig))
 
 
-def _pop(argv: list[str], flag: str) -> str | None:
-    for i, a in enumerate(argv):
-        if a == flag:
-            if i + 1 >= len(argv):
-                raise ValueError(f"{flag} needs a value")
-            value = argv[i + 1]
-            del argv[i:i + 2]
-            return value
-        if a.startswith(flag + "="):
-            del argv[i]
-            return a.split("=", 1)[1]
-    return None
-
-
 def _plain(v):
     if isinstance(v, (str, int, float, bool)) or v is None:
         return v
@@ -61,9 +48,8 @@ def _plain(v):
 
 
 def parse_train_args(argv: list[str]) -> TrainArgs:
-    argv = list(argv)
-    resume_dir = _pop(argv, "--resume")
-    config_file = _pop(argv, "--config")
+    resume_dir, argv = pop_flag(argv, "--resume")
+    config_file, argv = pop_flag(argv, "--config")
     if resume_dir is not None:
         if config_file is not None:
             raise ValueError("--resume takes the run's own config.yaml; do not also pass --config")
