@@ -1,4 +1,6 @@
-"""``coevo eval`` and ``coevo rank``: argument handling, progress and files."""
+"""``coevo eval`` (a model as coder and tester on a benchmark, or existing samples scored) and
+``coevo rank`` (one solution per problem chosen by a ranker): argument handling, progress and
+files; the work lives in :mod:`coevo_code.evaluation`."""
 
 from __future__ import annotations
 
@@ -7,15 +9,12 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import _die
+from ..argv import given_flags
 from ..generation.engines import ENGINES
+from .base import PLUS, CLIError, Command, make_executor, sandbox_flags
 
-PLUS = ("humanevalplus", "mbppplus")
 
-
-def add_eval_parser(sub, sandbox_flags) -> None:
-    e = sub.add_parser("eval", help="evaluate a model (coder and tester) on a benchmark, or "
-                                    "score existing samples")
+def add_eval_arguments(e) -> None:
     e.add_argument("--config", help="YAML of any of these flags (underscores for dashes); "
                                     "flags given on the command line win")
     e.add_argument("--benchmark", help="a dataset name (see `coevo tasks check`)")
@@ -47,26 +46,24 @@ def add_eval_parser(sub, sandbox_flags) -> None:
     e.add_argument("--allow-unsafe", action="store_true")
     e.add_argument("-q", "--quiet", action="store_true")
     sandbox_flags(e)
-    e.set_defaults(func=cmd_eval)
 
 
-def _apply_config(args, path: Path) -> None:
-    """Set the flags a YAML file names, except those given on the command line."""
+def _apply_config(args, path: Path, argv: list[str]) -> None:
+    """Set the flags a YAML file names, except those given on the command line ``argv``."""
     import yaml
     if not path.is_file():
-        _die(f"--config: no such file {path}")
+        raise CLIError(f"--config: no such file {path}")
     try:
         cfg = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
-        _die(f"--config {path}: not valid YAML ({str(e).splitlines()[0]})")
+        raise CLIError(f"--config {path}: not valid YAML ({str(e).splitlines()[0]})")
     if not isinstance(cfg, dict):
-        _die(f"--config {path}: must hold a mapping of flag: value")
-    given = {a[2:].split("=")[0].replace("-", "_") for a in sys.argv[1:] if a.startswith("--")}
-    given |= {"output"} if any(a in ("-o",) for a in sys.argv[1:]) else set()
+        raise CLIError(f"--config {path}: must hold a mapping of flag: value")
+    given = given_flags(argv) | ({"output"} if "-o" in argv else set())
     for key, value in cfg.items():
         name = str(key).replace("-", "_")
         if not hasattr(args, name) or name in ("func", "config"):
-            _die(f"--config {path}: unknown flag {key!r}")
+            raise CLIError(f"--config {path}: unknown flag {key!r}")
         if name not in given:
             setattr(args, name, value)
 
@@ -79,7 +76,7 @@ def _load(args, executor, for_samples: bool):
     if name in PLUS:
         options.update(executor=executor, chunk=None if for_samples else 50)
         if for_samples:  # expected outputs only for the tasks that have samples
-            from .samples import sample_task_ids
+            from ..evaluation.samples import sample_task_ids
             ids = sample_task_ids(Path(args.samples))
             if ids is not None:
                 options.update(task_ids=ids)
@@ -88,47 +85,42 @@ def _load(args, executor, for_samples: bool):
     try:
         ts = load_tasks(args.benchmark, args.data, **options)
     except LoaderError as e:
-        _die(str(e))
+        raise CLIError(str(e))
     if name not in PLUS:  # the "+" loaders sample before computing expected outputs
         ts.tasks = seeded_sample(ts.tasks, args.limit, args.seed)
     return ts
 
 
-def cmd_eval(args) -> int:
+def evaluate(args, argv: list[str]) -> int:
     from tqdm import tqdm
 
-    from ..execution import IsolationError
-    from ..execution.backends import executor_from_args
+    from ..evaluation.harness import RANKERS, judge, parse_bon, summarize
+    from ..evaluation.report import write_results
+    from ..evaluation.samples import SampleError, per_task, read_samples, score_samples
     from ..generation.cache import GenerationCache, generate_all
     from ..generation.engines import EngineError, Sampling, make_engine
-    from .harness import RANKERS, judge, parse_bon, summarize
-    from .report import write_results
-    from .samples import SampleError, per_task, read_samples, score_samples
 
     if args.config:
-        _apply_config(args, Path(args.config))
+        _apply_config(args, Path(args.config), argv)
     for flag in ("benchmark", "output"):
         if not getattr(args, flag):
-            _die(f"--{flag} is required (on the command line or in --config)")
+            raise CLIError(f"--{flag} is required (on the command line or in --config)")
     out = Path(args.output)
     try:
         bon = parse_bon(args.bon)
     except ValueError as e:
-        _die(str(e))
+        raise CLIError(str(e))
     rankers = [r.strip() for r in args.rankers.split(",") if r.strip()]
     bad = [r for r in rankers if r not in RANKERS]
     if bad:
-        _die(f"--rankers: unknown {', '.join(bad)}; choose from {', '.join(RANKERS)}")
+        raise CLIError(f"--rankers: unknown {', '.join(bad)}; choose from {', '.join(RANKERS)}")
     if not args.samples and not args.model:
-        _die("give --model (to generate) or --samples (to score existing solutions)")
+        raise CLIError("give --model (to generate) or --samples (to score existing solutions)")
     for flag in ("k_code", "k_test", "limit", "concurrency", "batch_size"):
-        v = getattr(args, flag)
-        if v is not None and v < (1 if flag != "k_test" else 0):
-            _die(f"--{flag.replace('_', '-')} must be >= {1 if flag != 'k_test' else 0}, got {v}")
-    try:
-        ex = executor_from_args(args)
-    except (IsolationError, RuntimeError, ValueError, ImportError) as e:
-        _die(str(e).splitlines()[0])
+        v, least = getattr(args, flag), 1 if flag != "k_test" else 0
+        if v is not None and v < least:
+            raise CLIError(f"--{flag.replace('_', '-')} must be >= {least}, got {v}")
+    ex = make_executor(args)
     t0 = time.time()
     try:
         ts = _load(args, ex, for_samples=bool(args.samples))
@@ -138,7 +130,7 @@ def cmd_eval(args) -> int:
             try:
                 samples = read_samples(Path(args.samples), ts)
             except SampleError as e:
-                _die(str(e))
+                raise CLIError(str(e))
             cells = sum(len(v) * len(t.tests) for t in ts for v in [samples.get(t.id, [])])
             with tqdm(total=cells, unit="cell", disable=args.quiet, file=sys.stderr) as bar:
                 summary, verdicts = score_samples(ts, samples, ex, progress=bar.update)
@@ -160,7 +152,8 @@ def cmd_eval(args) -> int:
                 engine.close()
             except EngineError as e:
                 kept = out / "generations.jsonl"
-                _die(f"{e} (generations so far are kept in {kept})" if kept.exists() else str(e))
+                raise CLIError(f"{e} (generations so far are kept in {kept})" if kept.exists()
+                               else str(e))
             with tqdm(total=0, unit="cell", desc="execute", disable=args.quiet,
                       file=sys.stderr) as bar:
                 def grow(n):
@@ -186,8 +179,7 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def add_rank_parser(sub, sandbox_flags) -> None:
-    r = sub.add_parser("rank", help="choose one solution per problem with a ranker (JSONL in/out)")
+def add_rank_arguments(r) -> None:
     r.add_argument("input", help="JSONL: {id, kind, solutions, tests} per line (see docs)")
     r.add_argument("-o", "--output", default="-", help="JSONL out (default: stdout)")
     r.add_argument("--ranker", default="cure", help="cure, codet, codet_sqrt, mbr or first")
@@ -205,24 +197,21 @@ def add_rank_parser(sub, sandbox_flags) -> None:
     r.add_argument("--slots", type=int, default=None)
     r.add_argument("--allow-unsafe", action="store_true")
     sandbox_flags(r)
-    r.set_defaults(func=cmd_rank)
 
 
-def cmd_rank(args) -> int:
-    from ..execution import IsolationError
-    from ..execution.backends import executor_from_args
-    from ..tasks import LoaderError, load_tasks
+def rank(args) -> int:
+    from ..evaluation.rank import ALL_RANKERS, dumps, prepare_records, rank_items
     from ..generation.engines import EngineError, Sampling, make_engine
-    from .rank import ALL_RANKERS, dumps, prepare_records, rank_items
+    from ..tasks import LoaderError, load_tasks
 
     if args.ranker not in ALL_RANKERS:
-        _die(f"--ranker: unknown {args.ranker!r}; choose from {', '.join(ALL_RANKERS)}")
+        raise CLIError(f"--ranker: unknown {args.ranker!r}; choose from {', '.join(ALL_RANKERS)}")
     if args.tester and not args.benchmark:
-        _die("--tester writes tests from the problem statements: give --benchmark too")
+        raise CLIError("--tester writes tests from the problem statements: give --benchmark too")
     src = sys.stdin if args.input == "-" else None
     if src is None:
         if not Path(args.input).is_file():
-            _die(f"no such input file: {args.input}")
+            raise CLIError(f"no such input file: {args.input}")
         src = open(args.input, encoding="utf-8")
     records = []
     for k, line in enumerate(src, 1):
@@ -237,22 +226,19 @@ def cmd_rank(args) -> int:
             bench = load_tasks(args.benchmark, args.data,
                                **({"split": args.split} if args.split else {}))
         except LoaderError as e:
-            _die(str(e))
+            raise CLIError(str(e))
     try:
         engine = (make_engine(args.engine, args.tester, Sampling(
             temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed),
             base_url=args.base_url, api_key=args.api_key) if args.tester else None)
         items = prepare_records(records, bench, engine, args.k_test)
     except EngineError as e:
-        _die(str(e))
+        raise CLIError(str(e))
     for it, (k, rec) in zip(items, records):
         if isinstance(rec, dict) and "__bad__" in rec:
             it.clear()
             it.update({"k": k, "id": str(k), "error": rec["__bad__"]})
-    try:
-        ex = executor_from_args(args)
-    except (IsolationError, RuntimeError, ValueError, ImportError) as e:
-        _die(str(e).splitlines()[0])
+    ex = make_executor(args)
     try:
         rows = rank_items(items, ex, args.ranker)
     finally:
@@ -266,3 +252,25 @@ def cmd_rank(args) -> int:
         print(f"{sum('error' not in r for r in rows)} of {len(rows)} ranked -> {args.output}",
               file=sys.stderr)
     return 0 if all("error" not in r for r in rows) else 1
+
+
+class EvalCommand(Command):
+    name = "eval"
+    help = "evaluate a model (coder and tester) on a benchmark, or score existing samples"
+
+    def register(self, sub) -> None:
+        add_eval_arguments(self.add_parser(sub))
+
+    def run(self, args, argv: list[str]) -> int:
+        return evaluate(args, argv)
+
+
+class RankCommand(Command):
+    name = "rank"
+    help = "choose one solution per problem with a ranker (JSONL in/out)"
+
+    def register(self, sub) -> None:
+        add_rank_arguments(self.add_parser(sub))
+
+    def run(self, args, argv: list[str]) -> int:
+        return rank(args)

@@ -1,0 +1,184 @@
+"""``coevo execute`` (jobs through the sandbox into pass matrices) and ``coevo doctor`` (which
+isolation layers are active here)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from .base import CLIError, Command, make_executor, sandbox_flags
+
+EXAMPLE_JOBS = Path(__file__).resolve().parent.parent / "examples" / "jobs.jsonl"
+
+
+def _read_jobs(stream):
+    """(line number, parsed job or an error result) for each non-empty line."""
+    for k, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            job = json.loads(line)
+        except json.JSONDecodeError as e:
+            yield k, {"__bad_line__": f"line {k}: not valid JSON ({e.msg} at column {e.colno})"}
+            continue
+        if not isinstance(job, dict):
+            yield k, {"__bad_line__": f"line {k}: a job must be a JSON object, got "
+                                      f"{type(job).__name__} "
+                                      f"({'array' if isinstance(job, list) else 'not an object'})"}
+            continue
+        yield k, job
+
+
+class ExecuteCommand(Command):
+    name = "execute"
+    help = "run JOBS.jsonl in the sandbox into pass matrices"
+
+    def register(self, sub) -> None:
+        e = self.add_parser(sub)
+        e.add_argument("jobs", nargs="?", default=str(EXAMPLE_JOBS),
+                       help="jobs file, one JSON job per line, or - for stdin (default: bundled "
+                            "example)")
+        e.add_argument("-o", "--output", default="runs/execute/matrices.jsonl",
+                       help="results file, or - for stdout (default: %(default)s)")
+        e.add_argument("--slots", type=int, default=None, help="fork servers (default: CPU cores)")
+        e.add_argument("--batch", type=int, default=256, help="jobs per batch written out at once")
+        e.add_argument("--allow-unsafe", action="store_true",
+                       help="run even where no isolation layer is available (unprotected!)")
+        e.add_argument("--progress", action="store_true", help="show progress even when not a tty")
+        e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+        sandbox_flags(e)
+
+    def run(self, args, argv: list[str]) -> int:
+        """Run JOBS.jsonl through the sandbox; write one result line per job, in order, as each
+        batch finishes (so nothing already computed is lost if the run is stopped)."""
+        from tqdm import tqdm
+
+        src = sys.stdin if args.jobs == "-" else None
+        if src is None:
+            path = Path(args.jobs)
+            if not path.is_file():
+                raise CLIError(f"no such jobs file: {args.jobs}")
+            src = path.open(encoding="utf-8", errors="surrogateescape")
+        t_start = time.monotonic()
+        ex = make_executor(args)  # before the output is opened: a refusal leaves no empty file
+        t_ready = time.monotonic()
+        if args.output == "-":
+            out = sys.stdout
+        else:
+            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+            out = open(args.output, "w", encoding="utf-8")
+        show = not args.quiet and sys.stderr.isatty() or args.progress
+        bar = tqdm(total=0, unit="cell", disable=not show, file=sys.stderr)
+        n_jobs = n_cells = n_err = 0
+        try:
+            batch = []
+            lines = _read_jobs(src)
+            while True:
+                batch = []
+                for k, job in lines:
+                    batch.append((k, job))
+                    if len(batch) >= args.batch:
+                        break
+                if not batch:
+                    break
+                good = [j for _, j in batch if "__bad_line__" not in j]
+                cells = sum(len(j.get("programs") or []) * len(j.get("tests") or [])
+                            for j in good if isinstance(j.get("programs"), list)
+                            and isinstance(j.get("tests"), list))
+                bar.total += cells
+                bar.refresh()
+                results = iter(ex.run(good, progress=bar.update))
+                for k, job in batch:
+                    if "__bad_line__" in job:
+                        res = {"id": None, "error": job["__bad_line__"]}
+                    else:
+                        res = next(results)
+                        if "error" in res:
+                            res["error"] = f"line {k}: {res['error']}"
+                    n_jobs += 1
+                    n_err += "error" in res
+                    n_cells += sum(len(r) for r in res.get("passed", []))
+                    out.write(json.dumps(res) + "\n")
+                out.flush()
+        finally:
+            bar.close()
+            ex.close()
+            if out is not sys.stdout:
+                out.close()
+        t_end = time.monotonic()
+        run_s = t_end - t_ready
+        print(f"coevo execute: {n_jobs} jobs ({n_err} malformed), {n_cells} cells in {run_s:.2f} s "
+              f"({n_cells / run_s if run_s > 0 else 0:.0f} cells/s; "
+              f"start-up {t_ready - t_start:.2f} s)"
+              f"; results: {args.output}", file=sys.stderr)
+        return 0
+
+
+# how to enable each isolation layer `coevo doctor` finds off
+ADVICE = {
+    "bubblewrap": "install bubblewrap (apt-get install bubblewrap) and allow user namespaces",
+    "seccomp": "needs Linux with seccomp filters (x86_64); containers must not forbid prctl",
+    "landlock": "needs Linux >= 5.13 with Landlock enabled (lsm=...,landlock on the kernel "
+                "command line); ABI 4 adds TCP rules, ABI 6 signal scoping",
+    "uid": "run as root (the server drops each child to a private uid) with a Python "
+           "installation readable by other users, or use the bwrap launcher",
+    "subreaper": "needs Linux >= 3.4",
+    "container": "optional: a Docker engine and the sandbox image (coevo build-image)",
+    "disk": "use the bwrap or docker launcher (cells then write on a size-capped private "
+            "/tmp)",
+}
+
+
+class DoctorCommand(Command):
+    name = "doctor"
+    help = "show which sandbox layers are active and how to fix others"
+
+    def register(self, sub) -> None:
+        sandbox_flags(self.add_parser(sub))
+
+    def run(self, args, argv: list[str]) -> int:
+        """Which isolation layers are active here, and how to enable the missing ones."""
+        from ..execution import Executor, IsolationError
+        from ..execution.launchers import BwrapLauncher, DockerLauncher
+
+        if args.backend == "ray":
+            try:
+                from ..execution.ray_backend import doctor_report
+                print(doctor_report(args.address, launcher=args.launcher, use_uid=not args.no_uid))
+            except (IsolationError, RuntimeError, ValueError, ImportError) as e:
+                raise CLIError(str(e).splitlines()[0])
+            return 0
+        try:
+            ex = Executor(slots=1, launcher=args.launcher, allow_unsafe=True,
+                          use_uid=not args.no_uid)
+        except (IsolationError, RuntimeError, ValueError) as e:
+            raise CLIError(str(e))
+        rep = ex.isolation
+        ex.close()
+        print(f"launcher: {rep['launcher']}   python: {rep['python']}   "
+              f"preloaded: {', '.join(rep['preloaded'])}")
+        ok, why = BwrapLauncher().available()
+        dok, dwhy = DockerLauncher().available()
+        print("available launchers: direct, " + ", ".join(
+            x for x, y in (("bwrap", ok), ("docker", dok)) if y))
+        width = max(len(k) for k in rep["layers"])
+        bad = 0
+        for name, (on, detail) in rep["layers"].items():
+            mark = "on " if on else "OFF"
+            print(f"  [{mark}] {name:<{width}}  {detail}")
+            if not on:
+                bad += 1
+                if name in ADVICE:
+                    print(f"        {'':<{width}}  to enable: {ADVICE[name]}")
+        if not dok:
+            print(f"  [OFF] {'container':<{width}}  {dwhy}")
+            print(f"        {'':<{width}}  to enable: {ADVICE['container']}")
+        protective = {k for k, (on, _) in rep["layers"].items() if on} & {
+            "bubblewrap", "seccomp", "landlock", "container"}
+        if not protective:
+            print("NO ISOLATION: programs would run unprotected; coevo refuses unless "
+                  "--allow-unsafe")
+            return 1
+        return 0
