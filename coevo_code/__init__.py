@@ -1,6 +1,6 @@
 """coevo-code: co-evolving coders and unit testers with reinforcement learning."""
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401 - the package version, public here
 
 
 def __getattr__(name):  # heavy parts load on first use

@@ -25,7 +25,7 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-import coevo_code  # noqa: E402
+import coevo_code.version  # noqa: E402
 from coevo_code.execution import Executor  # noqa: E402
 from coevo_code.execution.backends import ExecutorProtocol, make_executor  # noqa: E402
 from coevo_code.execution.ray_backend import (  # noqa: E402
@@ -304,7 +304,7 @@ def test_malformed_jobs_and_progress(sim):
 
 def test_a_version_mismatch_is_refused(sim, monkeypatch):
     sim.nodes(1)
-    monkeypatch.setattr(coevo_code, "__version__", "0.0.0+driver")
+    monkeypatch.setattr(coevo_code.version, "__version__", "0.0.0+driver")
     with pytest.raises(RayBackendError, match=r"0\.0\.0\+driver on the driver: install the same "
                                               r"version on every node"):
         RayExecutor(address=sim.address, slots=1)

@@ -81,8 +81,8 @@ def _import_ray():
 
 
 def _package_version() -> str:
-    import coevo_code
-    return str(coevo_code.__version__)
+    from .. import version
+    return str(version.__version__)
 
 
 # ---- the actor -----------------------------------------------------------------------------------
