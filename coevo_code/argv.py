@@ -53,3 +53,23 @@ def without_flag(argv: list[str], flag: str) -> list[str]:
 def given_flags(argv: list[str]) -> set[str]:
     """The names of the long flags in ``argv``, dashes as underscores (``--top-p=1``: ``top_p``)."""
     return {a[2:].split("=")[0].replace("-", "_") for a in argv if a.startswith("--")}
+
+
+def flag_pairs(argv: list[str]) -> list[tuple[str, str | None]]:
+    """Every long flag of ``argv`` in order, as (name with dashes as underscores, value): the
+    next token or the text after ``=``; None for a flag with no value (the next token is a flag,
+    or there is none). ValueError names a token that is neither a flag nor a flag's value."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if not a.startswith("--"):
+            raise ValueError(f"unexpected argument {a!r}")
+        name, eq, value = a[2:].partition("=")
+        if not eq:
+            value = None
+            if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                value = argv[i + 1]
+                i += 1
+        out.append((name.replace("-", "_"), value))
+        i += 1
+    return out

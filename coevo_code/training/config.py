@@ -23,10 +23,21 @@ from trl import GRPOConfig
 from ..execution.backends import BACKENDS
 from ..execution.launchers import LAUNCHER_CHOICES
 from ..labels import SOURCES as LABEL_SOURCES
+from .scoring import CONTROLS
+
+
+class _Metadata(dict):
+    """A field's metadata with keys of coevo's own (``lockstep``) hidden from the argument parser:
+    ``HfArgumentParser`` passes a copy of every field's metadata to ``add_argument``."""
+
+    OWN = ("lockstep",)
+
+    def copy(self) -> dict:
+        return {k: v for k, v in self.items() if k not in self.OWN}
 
 
 def _f(default, help: str, **kw):
-    return field(default=default, metadata={"help": help, **kw})
+    return field(default=default, metadata=_Metadata(help=help, **kw))
 
 
 def _lock(default, help: str, **kw):
@@ -120,8 +131,7 @@ class CoevoConfig(GRPOConfig):
     bon_n: int = _f(4, "best-of-N logged every step: solutions")
     bon_m: int = _f(4, "best-of-N logged every step: generated tests")
     reward_control: str = _f("none", "a control run: train on rewards shuffled within each batch "
-                                     "(shuffle) or negated (flip)", choices=["none", "shuffle",
-                                                                               "flip"])
+                                     "(shuffle) or negated (flip)", choices=list(CONTROLS))
     reward_funcs: list[str] = field(default_factory=list, metadata={
         "help": "more reward functions beside coevo's: a TRL reward's name or a dotted import "
                 "path (weights: reward_weights, coevo's first)"})
@@ -147,16 +157,16 @@ class CoevoConfig(GRPOConfig):
     frozen_model: str | None = _lock(None, "model that writes frozen_labels when it is missing")
     problem_field: str | None = _f(None, "show this metadata field instead of the statement")
     curriculum: bool = _lock(False, "keep problems whose label-free pass rate is in the window")
-    curriculum_window: list[float] = field(default_factory=lambda: [0.05, 0.75], metadata={
-        "lockstep": True, "help": "curriculum: [low, high] estimated pass rate kept"})
+    curriculum_window: list[float] = field(
+        default_factory=lambda: [0.05, 0.75],
+        metadata=_Metadata(lockstep=True, help="curriculum: [low, high] estimated pass rate kept"))
     keep_best: bool = _f(False, "keep best/: the weights with the best eval code_acc")
     early_stopping_patience: int = _lock(0, "stop after this many evals without improvement "
                                             "(0: off)")
     # several agents
     agent_name: str = _lock("", "this agent's name in a pair or ring (set by the launcher)")
-    agent_names: list[str] = field(default_factory=list, metadata={
-        "lockstep": True,
-        "help": "every agent of the pair or ring, in order (set by the launcher)"})
+    agent_names: list[str] = field(default_factory=list, metadata=_Metadata(
+        lockstep=True, help="every agent of the pair or ring, in order (set by the launcher)"))
     exchange_timeout_s: float = _lock(600.0, "seconds to wait for another agent's completions")
     # machine
     torch_threads: int | None = _f(None, "torch intra-op threads (1 on small CPUs)")
@@ -166,8 +176,8 @@ class CoevoConfig(GRPOConfig):
         if self.label_source not in LABEL_SOURCES:
             errors.append(f"--label_source must be one of {', '.join(LABEL_SOURCES)}, got "
                           f"{self.label_source!r}")
-        if self.reward_control not in ("none", "shuffle", "flip"):
-            errors.append(f"--reward_control must be none, shuffle or flip, got "
+        if self.reward_control not in CONTROLS:
+            errors.append(f"--reward_control must be one of {', '.join(CONTROLS)}, got "
                           f"{self.reward_control!r}")
         if self.reward_weights is not None and len(self.reward_weights) != 1 + len(
                 self.reward_funcs or []):
@@ -238,8 +248,8 @@ class CoevoConfig(GRPOConfig):
             self.problems_per_generation, self.problems_per_step = self.problems_per_step, None
         if self.problems_per_generation is not None:
             if self.generation_batch_size is not None or self.steps_per_generation is not None:
-                raise ValueError("--problems_per_generation sets generation_batch_size; do not also "
-                                 "set "
+                raise ValueError("--problems_per_generation sets generation_batch_size; do not "
+                                 "also set "
                                  "--generation_batch_size or --steps_per_generation")
             self.generation_batch_size = self.problems_per_generation * 2 * k
         if self.eval_tasks and self.eval_strategy == "no":

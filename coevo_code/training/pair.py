@@ -46,6 +46,7 @@ from pathlib import Path
 
 import yaml
 
+from ..argv import flag_pairs
 from .rundir import checkpoint_step, checkpoints, set_aside
 
 LAUNCH_KEYS = ("num_processes", "devices", "env", "accelerate_config")
@@ -82,22 +83,12 @@ def is_pair_config(path) -> bool:
 def _overrides(argv: list[str]) -> dict:
     """``--field value`` / ``--field=value`` pairs (values read as YAML scalars), applied to
     every agent; a flag with no value is true."""
-    out, i = {}, 0
-    while i < len(argv):
-        a = argv[i]
-        if not a.startswith("--"):
-            raise PairError(f"unexpected argument {a!r}")
-        name, eq, value = a[2:].partition("=")
-        name = name.replace("-", "_")
-        if not eq:
-            if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                value = argv[i + 1]
-                i += 1
-            else:
-                value = "true"
-        out[name] = yaml.safe_load(value) if value != "" else ""
-        i += 1
-    return out
+    try:
+        pairs = flag_pairs(argv)
+    except ValueError as e:
+        raise PairError(str(e)) from None
+    return {name: "" if value == "" else yaml.safe_load("true" if value is None else value)
+            for name, value in pairs}
 
 
 def load_pair(config_file: str, argv: list[str]) -> Pair:
