@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from coevo_code.rewards import cure_length_shaping, group_normalize
