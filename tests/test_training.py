@@ -144,6 +144,43 @@ def test_extra_reward_functions_beside_coevo_keep_its_masking(tmp_path):
     assert moved > 0  # the second function reaches the advantages of the rows with signal
 
 
+def test_skip_zero_advantage_gives_the_same_update_on_fewer_rows(tmp_path):
+    """--skip_zero_advantage runs the forward and backward pass on the rows with a signal only,
+    and the weights after two steps are those of the full batch's update (which did move them)."""
+    from transformers import AutoModelForCausalLM
+    tasks = bundled(6)
+
+    def run(name, **kw):
+        cfg = tiny_config(tmp_path / name, max_steps=2, problems_per_generation=3,
+                          per_device_train_batch_size=24, **kw)
+        res = train(cfg, PLUMBING, tasks=tasks, rollout_func=scripted_rollout(tasks, 4))
+        return res, AutoModelForCausalLM.from_pretrained(str(res.final_dir)).state_dict()
+
+    full, w_full = run("full")
+    skip, w_skip = run("skip", skip_zero_advantage=True)
+    w0 = AutoModelForCausalLM.from_pretrained(str(tmp_path / "full" / "initial-model")).state_dict()
+    for batch in skip.trainer.batches:
+        assert batch["updated"] == max(1, sum(a != 0 for a in batch["advantages"]))
+    assert any(b["updated"] < len(b["advantages"]) for b in skip.trainer.batches)
+    for batch in full.trainer.batches:
+        assert batch["updated"] == len(batch["advantages"])
+    moved = max((w_full[k] - w0[k]).abs().max().item() for k in w0)
+    assert moved > 1e-4
+    # the same up to float rounding (a batch of another size sums in another order, and Adam
+    # scales a near-zero gradient's rounding up): a hundredth of how far the update moved them
+    for k in w_full:
+        torch.testing.assert_close(w_skip[k], w_full[k], rtol=0, atol=moved / 100)
+    assert [x["loss"] for x in _lines(tmp_path / "skip" / "metrics.jsonl")] == pytest.approx(
+        [x["loss"] for x in _lines(tmp_path / "full" / "metrics.jsonl")], abs=1e-6)
+
+
+def test_skip_zero_advantage_refuses_a_loss_where_such_rows_count(tmp_path):
+    with pytest.raises(ValueError, match="--skip_zero_advantage needs --beta 0"):
+        tiny_config(tmp_path / "run", skip_zero_advantage=True, beta=0.04)
+    with pytest.raises(ValueError, match="--skip_zero_advantage needs --beta 0 and --loss_type"):
+        tiny_config(tmp_path / "run", skip_zero_advantage=True, loss_type="grpo")
+
+
 def test_unknown_reward_function_is_named(tmp_path):
     from coevo_code.tasks import LoaderError
     with pytest.raises(LoaderError, match="--reward_funcs no_such_reward"):

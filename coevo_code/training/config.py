@@ -83,6 +83,11 @@ class CoevoConfig(GRPOConfig):
             to problems_per_generation x 2 x num_generations (k code rows then k test rows per
             problem). Its old name ``problems_per_step`` still works, with a warning (a step is
             an optimiser step everywhere else, and one generation batch can serve several).
+        skip_zero_advantage: leave the rows whose advantage is zero out of the update's forward
+            and backward pass. With ``beta = 0`` and TRL's ``dapo`` loss such a row adds nothing
+            to the loss or its gradient, and the normaliser still counts its tokens, so the update
+            is the same, for less compute (about half the rows of a tiny-model batch). TRL's
+            entropy and clip figures are then means over the rows kept.
     Execution
         exec_backend (``local`` slots on this machine, or ``ray``: a Ray cluster's CPU nodes,
         docs/EXECUTION.md), exec_address (the Ray cluster; default: a local Ray instance),
@@ -103,8 +108,10 @@ class CoevoConfig(GRPOConfig):
     Several agents (filled in by the pair launcher; see ``training/pair.py``)
         agent_name, agent_names, exchange_timeout_s.
     Machine
-        torch_threads: torch intra-op threads (1 on small CPUs: two threads on two cores made
-            tiny-model steps swing from 0.1 s to 10 s).
+        torch_threads: torch intra-op threads. The default run takes 2 on a 2-core machine (the
+            model and the sandbox take turns; a tiny-model step 3.0 s instead of 4.0 s); the tests
+            take 1, since there other processes run beside the model and two threads on two cores
+            made tiny-model steps swing from 0.1 s to 10 s.
     """
 
     # data
@@ -142,6 +149,9 @@ class CoevoConfig(GRPOConfig):
     problems_per_generation: int | None = _lock(None, "problems per generation batch (sets "
                                                    "generation_batch_size = problems x 2 x k)")
     problems_per_step: int | None = _lock(None, "the old name of problems_per_generation")
+    skip_zero_advantage: bool = _f(False, "leave rows with zero advantage out of the update's "
+                                          "forward and backward (the same update; needs beta=0 "
+                                          "and loss_type dapo)")
     # execution
     exec_backend: str = _f("local", "where programs run: local slots or a Ray cluster",
                            choices=list(BACKENDS))
@@ -194,6 +204,10 @@ class CoevoConfig(GRPOConfig):
             v = getattr(self, name)
             if v is not None and v < 1:
                 errors.append(f"--{name} must be >= 1, got {v}")
+        if self.skip_zero_advantage and (self.beta != 0.0 or self.loss_type != "dapo"):
+            errors.append(f"--skip_zero_advantage needs --beta 0 and --loss_type dapo (otherwise a "
+                          f"row with zero advantage still moves the loss), got beta={self.beta}, "
+                          f"loss_type={self.loss_type!r}")
         if self.exec_backend not in BACKENDS:
             errors.append(f"--exec_backend must be one of {', '.join(BACKENDS)}, got "
                           f"{self.exec_backend!r}")
@@ -255,6 +269,10 @@ class CoevoConfig(GRPOConfig):
         if self.eval_tasks and self.eval_strategy == "no":
             self.eval_strategy = "steps"
         super().__post_init__()
+        if self.skip_zero_advantage and self.steps_per_generation != 1:
+            raise ValueError(f"--skip_zero_advantage needs one optimiser step per generation "
+                             f"batch (steps_per_generation 1, got {self.steps_per_generation}): "
+                             f"TRL splits a batch into equal parts")
         if self.generation_batch_size % (2 * k) != 0:
             raise ValueError(
                 f"a generation batch holds k={k} code rows then k test rows per problem, so "

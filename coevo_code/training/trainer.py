@@ -126,7 +126,9 @@ class CoevoTrainer(GRPOTrainer):
     - the sampler is :class:`PairedSampler` (k code rows then k test rows per problem);
     - rows coevo leaves without a reward (the tests of a problem no solution solves; code rows of
       a problem with no gold test) get zero advantage *and* are masked out of the loss, whatever
-      the other reward functions say, as CURE drops them from its batch;
+      the other reward functions say, as CURE drops them from its batch; with
+      ``skip_zero_advantage`` every row of zero advantage then leaves the batch before the update
+      (the same update, on fewer rows);
     - phase times: generation (``_generate``), execution and rewards (the step), update (the
       rest of the optimiser step: log-probabilities, loss, backward, optimiser);
     - ``metrics.jsonl`` / ``eval.jsonl`` in the output directory (main process).
@@ -211,6 +213,9 @@ class CoevoTrainer(GRPOTrainer):
             out["completion_mask"] * out["tool_mask"]
         self.batches.append({"dropped": drop.tolist(), "advantages": out["advantages"].tolist(),
                              "tokens": mask.sum(dim=1).tolist()})  # local rows, for inspection
+        if self.args.skip_zero_advantage and self.model.training:
+            out = self._without_zero_advantage(out)
+        self.batches[-1]["updated"] = len(out["advantages"])  # rows the update runs on
         last = self.coevo.last
         if self.model.training and last is not None:
             self._generations += 1
@@ -218,6 +223,22 @@ class CoevoTrainer(GRPOTrainer):
                 self._phase[p] += last.phases.get(p, 0.0)
             self._last_gen = dict(last.metrics)
         return out
+
+    @staticmethod
+    def _without_zero_advantage(out: dict) -> dict:
+        """The batch without its rows of zero advantage (``--skip_zero_advantage``). With
+        ``beta = 0``, TRL's per-token loss is ``-min(r A, clip(r) A)``, zero for such a row
+        whatever its log-probabilities, and ``dapo`` divides by ``num_items_in_batch``, counted
+        over every row above and kept as it is: the loss and its gradient are unchanged, the
+        forward and backward pass run on fewer rows. One row stays when none has a signal (every
+        process then still runs its backward pass, with a zero loss)."""
+        adv = out["advantages"]
+        keep = adv != 0
+        if not keep.any():
+            keep[0] = True
+        n = len(adv)
+        return {k: v[keep] if torch.is_tensor(v) and v.dim() > 0 and v.shape[0] == n else v
+                for k, v in out.items()}
 
     def training_step(self, model, inputs, num_items_in_batch):
         t = time.perf_counter()
