@@ -43,7 +43,8 @@ def run_one(out: Path, seed: int, control: str, extra: list[str]) -> dict:
     if run.exists():
         import shutil
         shutil.rmtree(run)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # torch's threads as the run's config sets them (the default run: two), as a user runs it
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     cmd = [sys.executable, "-m", "coevo_code.cli", "train", "--output_dir", str(run), "--seed",
            str(seed), "--reward_control", control, *extra]
     t0 = time.perf_counter()

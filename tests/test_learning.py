@@ -22,9 +22,10 @@ from coevo_code.training.scoring import control_rewards
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-# the default run cut to 30 steps (its learning rate then decays over 30), seed 1: here its
-# held-out code accuracy goes 0.388 -> 0.421 and its unit-test accuracy 0.179 -> 0.275
-SHORT_RUN = ["--seed", "1", "--max_steps", "30", "--eval_steps", "30", "--save_steps", "30"]
+# the default run cut to 60 steps (its learning rate then decays over 60), seed 0: here its
+# held-out code accuracy goes 0.362 -> 0.471 and its unit-test accuracy 0.233 -> 0.308 (the same
+# figures on every run on this machine: the run is seeded end to end), in about 3 minutes
+SHORT_RUN = ["--seed", "0", "--max_steps", "60", "--eval_steps", "60", "--save_steps", "60"]
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +170,8 @@ def test_fine_tuning_corpus(sandbox):
 def test_short_default_run_learns(tmp_path):
     """``coevo train`` as shipped, shortened (seeded), through the production path (chat
     template, parsers, sandbox, CURE's rewards, TRL's GRPOTrainer): from the step-0 evaluation
-    to the last, held-out unit-test accuracy rises by at least 0.05 and code accuracy rises.
-    (The issue asks for a code rise of 0.10 here; this run gives +0.03, see the README.)"""
+    to the last, held-out code accuracy rises by at least 0.10 and unit-test accuracy by at
+    least 0.05."""
     run = tmp_path / "run"
     p = subprocess.run([sys.executable, "-m", "coevo_code.cli", "train", "--output_dir",
                         str(run), *SHORT_RUN], capture_output=True, text=True, env=ENV,
@@ -179,7 +180,7 @@ def test_short_default_run_learns(tmp_path):
     evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
     assert evals[0]["step"] == 0 and len(evals) >= 2
     seen = [(e["step"], e["code_acc"], e["ut_acc"]) for e in evals]
+    assert evals[-1]["code_acc"] - evals[0]["code_acc"] >= 0.10, seen
     assert evals[-1]["ut_acc"] - evals[0]["ut_acc"] >= 0.05, seen
-    assert evals[-1]["code_acc"] > evals[0]["code_acc"], seen
     steps = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert sum(s["exec_cells"] for s in steps) > 0 and steps[-1]["parse_fail_code"] < 0.5
