@@ -174,6 +174,20 @@ def test_skip_zero_advantage_gives_the_same_update_on_fewer_rows(tmp_path):
         [x["loss"] for x in _lines(tmp_path / "full" / "metrics.jsonl")], abs=1e-6)
 
 
+def test_without_zero_advantage_keeps_the_rows_with_signal_and_the_normaliser():
+    from coevo_code.training.trainer import CoevoTrainer
+    out = {"advantages": torch.tensor([0.5, 0.0, -0.5, 0.0]),
+           "completion_ids": torch.arange(8).reshape(4, 2),
+           "num_items_in_batch": torch.tensor(8), "note": "kept"}
+    kept = CoevoTrainer._without_zero_advantage(out)
+    assert kept["advantages"].tolist() == [0.5, -0.5]
+    assert kept["completion_ids"].tolist() == [[0, 1], [4, 5]]
+    assert kept["num_items_in_batch"].item() == 8 and kept["note"] == "kept"
+    # no row with a signal: one row stays (its loss is zero), so every process runs a backward
+    none = CoevoTrainer._without_zero_advantage({**out, "advantages": torch.zeros(4)})
+    assert none["advantages"].tolist() == [0.0] and none["completion_ids"].tolist() == [[0, 1]]
+
+
 def test_skip_zero_advantage_refuses_a_loss_where_such_rows_count(tmp_path):
     with pytest.raises(ValueError, match="--skip_zero_advantage needs --beta 0"):
         tiny_config(tmp_path / "run", skip_zero_advantage=True, beta=0.04)
