@@ -25,7 +25,10 @@ pytestmark = pytest.mark.skipif(not ok, reason=f"docker: {why}")
 def _containers(token: str) -> list:
     import docker
     client = docker.from_env(timeout=30)
-    return client.containers.list(all=True, filters={"label": f"coevo.sandbox={token}"})
+    # sparse: the list call alone, no inspect per container, which races the removal it watches
+    # for (a container listed, then removed before its inspect, raised NotFound in CI)
+    return client.containers.list(all=True, sparse=True,
+                                  filters={"label": f"coevo.sandbox={token}"})
 
 
 @pytest.fixture(scope="module")
