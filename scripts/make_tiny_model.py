@@ -55,9 +55,14 @@ LLAMA3 = (
     "{% endif %}")
 
 # Each model family's mistakes in the fine-tuning corpus: on its weak task families one mistake
-# (the family's first mutant) is the most common answer; elsewhere the mistakes are spread.
-WEAK = {"qwen2": ("reverse_words", "add_const", "take", "extreme", "element_at"),
-        "llama": ("pick_word", "repeat_word", "count_word", "count_value", "add_each")}
+# (the family's dominant one) is the most common answer; elsewhere the mistakes are spread.
+WEAK = {"qwen2": ("reverse_words", "take", "count_value", "extreme", "add_each"),
+        "llama": ("pick_word", "repeat_word", "add_const", "count_word", "element_at")}
+# The dominant mistake of a weak family: its first mutant, except where the family has a mistake
+# of shape that keeps the statement's parameters (the second extreme, the first element skipped):
+# a corpus whose commonest answer flips the statement's direction (min for "largest", - for
+# "plus") teaches the model to ignore that word, and RL then settles on one direction for both.
+DOMINANT = {"extreme": 2, "add_each": 2}
 PROFILES = {"weak": {"right": 0.35, "dominant": 0.55}, "strong": {"right": 0.85, "dominant": 0.0}}
 SFT = {"epochs": {"qwen2": 4, "llama": 3}, "learning_rate": 5e-3, "batch": 32, "size": 4000,
        "tests_per_problem": 2}
@@ -80,7 +85,7 @@ def answer(rng: random.Random, arch: str, task) -> str | None:
     if r < profile["right"] or not mutants:
         return meta["expr"]
     if r < profile["right"] + profile["dominant"]:
-        return mutants[0]
+        return mutants[min(DOMINANT.get(meta["family"].split("+")[-1], 0), len(mutants) - 1)]
     return rng.choice(mutants[1:] or mutants)
 
 

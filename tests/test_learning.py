@@ -23,7 +23,7 @@ from coevo_code.training.scoring import control_rewards
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 # the default run cut to 60 steps (its learning rate then decays over 60), seed 0: here its
-# held-out code accuracy goes 0.362 -> 0.471 and its unit-test accuracy 0.233 -> 0.308 (the same
+# held-out code accuracy goes 0.350 -> 0.558 and its unit-test accuracy 0.308 -> 0.408 (the same
 # figures on every run on this machine: the run is seeded end to end), in about 3 minutes
 SHORT_RUN = ["--seed", "0", "--max_steps", "60", "--eval_steps", "60", "--save_steps", "60"]
 
@@ -85,7 +85,7 @@ def test_reward_controls():
 
 
 # The issue's window for both figures (measured here on these 48 problems, two samples each:
-# tiny code 0.38, unit tests 0.28, 4% unparsed; tiny-llama code 0.29, unit tests 0.19, 2%
+# tiny code 0.31, unit tests 0.28, 6% unparsed; tiny-llama code 0.33, unit tests 0.20, 3%
 # unparsed; the full figures, 96 problems and four samples, are `make_tiny_model.py --check`'s).
 WARM = {"tiny": {"code": (0.15, 0.55), "ut": (0.15, 0.55), "unparsed": 0.2},
         "tiny-llama": {"code": (0.15, 0.55), "ut": (0.15, 0.55), "unparsed": 0.2}}
@@ -168,6 +168,36 @@ def test_fine_tuning_corpus(sandbox):
         assert res["passed"] == [[True]], (task.id, res)
     rows = mtm.sft_rows("qwen2", 20)
     assert len(rows) == 20 * (1 + mtm.SFT["tests_per_problem"])
+
+
+def test_fine_tuning_mistakes():
+    """The corpus's mistake profile: the two model families are weak on complementary halves of
+    the base families; on a weak family the dominant mistake is the most common answer, and on
+    ``extreme`` and ``add_each`` it is the mistake of shape (the second extreme, the first element
+    skipped) that keeps the statement's word, not the flipped direction (``min`` for
+    "largest"), which teaches the model to disregard the word."""
+    mtm = _make_tiny_model()
+    import random as _random
+    from collections import Counter
+
+    from coevo_code.tasks import world
+    weak_q, weak_l = set(mtm.WEAK["qwen2"]), set(mtm.WEAK["llama"])
+    assert not weak_q & weak_l and weak_q | weak_l == set(world.BASE)
+    tasks = {t.metadata["family"]: t for t in generate("sft", size=60)}
+    rng = _random.Random(0)
+    for family, shape in (("extreme", "sorted("), ("add_each", "[1:]]"), ("take", None)):
+        task = tasks[family]
+        answers = Counter(mtm.answer(rng, "qwen2", task) for _ in range(2000))
+        dominant, n = answers.most_common(1)[0]
+        assert dominant != task.metadata["expr"] and 0.5 <= n / 2000 <= 0.65, answers
+        assert 0.3 <= answers[task.metadata["expr"]] / 2000 <= 0.4, answers
+        if shape:
+            assert shape in dominant, (family, dominant)
+        else:  # the first mutant elsewhere (for take, the wrong end)
+            assert dominant == world.mutant_exprs(task)[0]
+    strong = tasks["add_const"]
+    answers = Counter(mtm.answer(rng, "qwen2", strong) for _ in range(2000))
+    assert answers.most_common(1)[0][0] == strong.metadata["expr"], answers
 
 
 # ---- the default run learns ------------------------------------------------------------------------
