@@ -133,6 +133,19 @@ def test_randomness_differs_between_cells(executor):
     assert len(set(outs)) == 4, outs
 
 
+def test_a_repeated_program_runs_once_and_its_copies_share_its_verdicts(executor):
+    """k samples often repeat a program word for word: each text of a job runs once. Were the
+    copies run, this program's random outputs would differ between them."""
+    prog = "import random\nprint(random.random())"
+    res = executor.run([{"programs": [prog, "print(2)", prog, prog],
+                         "tests": [{"input": "", "output": "2"}] * 3,
+                         "return_outputs": True}])[0]
+    outs = res["outputs"]
+    assert outs[2] == outs[0] and outs[3] == outs[0] and len(set(outs[0])) == 3
+    assert res["passed"] == [[False] * 3, [True] * 3, [False] * 3, [False] * 3]
+    assert outs[1] == ["2\n"] * 3
+
+
 # ---- functional jobs -------------------------------------------------------------------------
 def test_functional_semantics(executor):
     job = {"kind": "functional", "entry_point": "add", "setup": "import math\nOFFSET = 0",

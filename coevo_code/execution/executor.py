@@ -153,6 +153,21 @@ def start_batch(jobs: Iterable[Any]) -> tuple[list[dict | None], list[_JobState 
     return results, states
 
 
+def same_programs(job: Job) -> dict[int, int]:
+    """{index: index of its first copy} for every program of ``job`` whose text an earlier one
+    has: a policy's k samples often repeat a program word for word, and the same text gets the
+    same verdicts, so each text runs once (a program that reads the clock or draws random numbers
+    gets the verdicts of its first copy's runs)."""
+    first: dict[str, int] = {}
+    out = {}
+    for i, p in enumerate(job.programs):
+        if p in first:
+            out[i] = first[p]
+        else:
+            first[p] = i
+    return out
+
+
 def finish_batch(results: list[dict | None], states: list[_JobState | None]) -> list[dict]:
     """The result dict of every job whose state was filled in (``passed``, ``outcomes``,
     ``seconds``, ``outputs`` when asked), in job order."""
@@ -338,12 +353,16 @@ class Executor(ExecutorBase):
         # (an infinite loop times every one of its tests) spreads over all slots.
         want = 4 * len(self.slots)
         chunk = self.chunk_tests
-        big = sum(st.job.shape[0] * -(-st.job.shape[1] // chunk) for st in states if st) >= want
+        copies = [same_programs(st.job) if st is not None else {} for st in states]
+        big = sum((st.job.shape[0] - len(c)) * -(-st.job.shape[1] // chunk)
+                  for st, c in zip(states, copies) if st) >= want
         for i, st in enumerate(states):
             if st is not None:
                 n, t = st.job.shape
+                n -= len(copies[i])
                 size = chunk if big else max(1, min(chunk, -(-n * t // want)))
-                units.extend(self._units(i, st.job, st, size))
+                units.extend(u for u in self._units(i, st.job, st, size)
+                             if u.program not in copies[i])
         order = iter(units)
         lock = threading.Lock()
 
@@ -362,6 +381,11 @@ class Executor(ExecutorBase):
             th.start()
         for th in threads:
             th.join()
+        for st, c in zip(states, copies):
+            for p, first in c.items():  # a program's copies get its verdicts
+                st.outcomes[p] = list(st.outcomes[first])
+                if st.outputs is not None:
+                    st.outputs[p] = list(st.outputs[first])
         return finish_batch(results, states)
 
     def _units(self, index: int, job: Job, st: _JobState, size: int) -> list[_Unit]:
