@@ -18,7 +18,7 @@ from coevo_code.execution import Executor
 from coevo_code.evaluation.heldout import EVAL_KEYS, evaluate_model, problem_eval, summarize
 from coevo_code.tasks.model import seeded_sample
 from coevo_code.tasks.world import generate
-from coevo_code.training.scoring import control_rewards
+from coevo_code.training.scoring import control_rewards, trained_roles
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -82,6 +82,16 @@ def test_reward_controls():
     assert any(m != rewards for m in moved)
     with pytest.raises(ValueError, match="must be one of"):
         control_rewards(rewards, roles, "sideways", rng)
+
+
+def test_train_roles_leaves_the_other_role_without_reward():
+    rewards = [1.0, 0.0, 0.5, None, -1.0, 0.25, None, 1.0]
+    roles = ["code"] * 4 + ["test"] * 4
+    assert trained_roles(rewards, roles, "both") == rewards
+    assert trained_roles(rewards, roles, "code") == [1.0, 0.0, 0.5, None] + [None] * 4
+    assert trained_roles(rewards, roles, "test") == [None] * 4 + [-1.0, 0.25, None, 1.0]
+    with pytest.raises(ValueError, match="train_roles must be one of"):
+        trained_roles(rewards, roles, "coder")
 
 
 # The window for both figures (measured here on these 48 problems, two samples each:

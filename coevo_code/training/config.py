@@ -23,7 +23,7 @@ from trl import GRPOConfig
 from ..execution.backends import BACKENDS
 from ..execution.launchers import LAUNCHER_CHOICES
 from ..labels import SOURCES as LABEL_SOURCES
-from .scoring import CONTROLS
+from .scoring import CONTROLS, ROLES_TRAINED
 
 
 class _Metadata(dict):
@@ -71,6 +71,8 @@ class CoevoConfig(GRPOConfig):
         bon_n, bon_m: the best-of-N setting logged every step (CURE's (4, 4)).
         reward_control: ``shuffle`` (each role's rewards permuted within the batch) or ``flip``
             (negated): the controls that show a rise comes from the reward.
+        train_roles: ``both`` (CURE: coder and tester trained together), ``code`` (coder only:
+            the test rows get no reward) or ``test`` (tester only): the ablations of co-training.
         reward_funcs: more reward functions beside coevo's, TRL's way: a TRL reward's name
             (``think_format_reward``, ``get_soft_overlong_punishment``: see :data:`EXTRA_REWARDS`)
             or a dotted import path (``my_lib.rewards.custom``); ``reward_weights`` (TRL's) then
@@ -139,6 +141,9 @@ class CoevoConfig(GRPOConfig):
     bon_m: int = _f(4, "best-of-N logged every step: generated tests")
     reward_control: str = _f("none", "a control run: train on rewards shuffled within each batch "
                                      "(shuffle) or negated (flip)", choices=list(CONTROLS))
+    train_roles: str = _f("both", "roles trained: both (CURE), code (coder only) or test (tester "
+                                  "only); the other role's rows get no reward",
+                          choices=list(ROLES_TRAINED))
     reward_funcs: list[str] = field(default_factory=list, metadata={
         "help": "more reward functions beside coevo's: a TRL reward's name or a dotted import "
                 "path (weights: reward_weights, coevo's first)"})
@@ -189,6 +194,9 @@ class CoevoConfig(GRPOConfig):
         if self.reward_control not in CONTROLS:
             errors.append(f"--reward_control must be one of {', '.join(CONTROLS)}, got "
                           f"{self.reward_control!r}")
+        if self.train_roles not in ROLES_TRAINED:
+            errors.append(f"--train_roles must be one of {', '.join(ROLES_TRAINED)}, got "
+                          f"{self.train_roles!r}")
         if self.reward_weights is not None and len(self.reward_weights) != 1 + len(
                 self.reward_funcs or []):
             errors.append(f"--reward_weights needs {1 + len(self.reward_funcs or [])} weights "

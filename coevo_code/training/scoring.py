@@ -333,6 +333,22 @@ def control_rewards(rewards: Sequence, roles: Sequence[str], control: str,
     return out
 
 
+ROLES_TRAINED = ("both", "code", "test")
+
+
+def trained_roles(rewards: Sequence, roles: Sequence[str], which: str) -> list:
+    """The rewards of the roles a run trains (``train_roles``): ``both`` (CURE: coder and tester
+    together) keeps every reward; ``code`` (a coder-only run) leaves the test rows without a
+    reward, ``test`` (tester-only) the code rows, so TRL gives those rows zero advantage and the
+    trainer leaves them out of the loss. The logged metrics stay those of every row."""
+    if which not in ROLES_TRAINED:
+        raise ValueError(f"train_roles must be one of {', '.join(ROLES_TRAINED)}, got {which!r}")
+    if which == "both":
+        return list(rewards)
+    keep = CODE if which == "code" else TEST
+    return [r if ro == keep else None for r, ro in zip(rewards, roles)]
+
+
 # ---- step metrics -------------------------------------------------------------------------------
 METRIC_KEYS = (
     "code_acc", "ut_acc", "p01", "p00", "mu", "bon_acc",

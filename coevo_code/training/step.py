@@ -32,7 +32,7 @@ from ..roles import CODE, TEST
 from ..tasks.model import Task
 from .data import Curriculum
 from .scoring import (ProblemScore, RewardOptions, batch_metrics, control_rewards, prepare,
-                      prepare_joint, score, score_joint)
+                      prepare_joint, score, score_joint, trained_roles)
 from .sharding import Sharding
 
 Row = tuple  # (task index, role, completion text, completion length)
@@ -112,7 +112,8 @@ class CoevoStep:
                  executor_options: dict | None = None, exec_time_limit_s: float | None = None,
                  sharding: Sharding | None = None, exchange=None, agent_index: int = 0,
                  n_agents: int = 1, frozen: dict | None = None,
-                 lockstep: Lockstep | None = None, control: str = "none", seed: int = 0):
+                 lockstep: Lockstep | None = None, control: str = "none", seed: int = 0,
+                 train_roles: str = "both"):
         self.tasks = {split: list(ts) for split, ts in tasks.items()}
         self.options = options
         self.executor_options = dict(executor_options or {})
@@ -123,6 +124,7 @@ class CoevoStep:
         self.frozen = frozen or {}
         self.lockstep = lockstep or Lockstep()
         self.control = control  # "shuffle" / "flip": the control runs of benchmarks/learning.py
+        self.train_roles = train_roles  # "both", or "code" / "test": one role trained
         self._control_rng = np.random.default_rng(seed)
         self.last: StepOutput | None = None
         self.calls: deque = deque(maxlen=self.KEEP_CALLS)
@@ -142,9 +144,11 @@ class CoevoStep:
             items, split, lambda rows: self.score_rows(rows, split, global_step),
             whole=joint, lockstep=self.lockstep)
         phases = {k: v for k, v in phases.items() if k in ("execution", "rewards", "exchange")}
-        if split == "train" and self.control != "none":  # the logged metrics stay the real ones
-            rewards = control_rewards(rewards, [r for _, r, _, _ in items], self.control,
-                                      self._control_rng)
+        if split == "train":  # the logged metrics stay the real ones
+            roles = [r for _, r, _, _ in items]
+            rewards = trained_roles(rewards, roles, self.train_roles)
+            if self.control != "none":
+                rewards = control_rewards(rewards, roles, self.control, self._control_rng)
         out = StepOutput(split, rewards, batch_metrics(scores, phases["execution"]), phases)
         self.last = out
         self.calls.append((split, [(ti, r, text) for ti, r, text, _ in items], list(rewards)))
