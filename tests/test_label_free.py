@@ -171,3 +171,48 @@ def test_without_gold_tests_the_gold_metrics_are_null_and_training_runs(tmp_path
         assert line[key] is None, key
     assert line["labelled"] > 0 and line["reward_code_mean"] is not None
     assert line["time_exchange"] is not None and res.global_step == 1
+
+
+def test_partner_rewards_never_read_the_gold_tests(executor):
+    """Co-RL's rewards come from the partner's tests and votes only: each agent's rewards are the
+    same when the problems carry their gold tests and when those are removed; the gold tests
+    only feed the logged metrics (code_acc is None without them)."""
+    import dataclasses
+
+    from coevo_code.tasks import load_tasks
+    from coevo_code.training.scoring import RewardOptions, prepare_joint, score_joint
+    from training_helpers import wrong_test
+
+    tasks = list(load_tasks("world", split="heldout", seed=0))
+    picked = {}
+    for t in tasks:  # one problem of each of six families: three stdio, three functional
+        if sum(p.kind == t.kind for p in picked.values()) < 3:
+            picked.setdefault(t.metadata["family"], t)
+    opts = RewardOptions(label_source="partner")
+
+    def fenced(program):
+        return f"```python\n{program}```"
+
+    def rewards(task, judged_as, me):
+        ref, bad = task.references[0], task.metadata["mutants"][0]
+        blocks = [([fenced(ref), fenced(ref), fenced(bad), fenced(ref)],
+                   [gold_test_text(task, task.tests[0]), gold_test_text(task, task.tests[1]),
+                    wrong_test(task), "no test here"]),
+                  ([fenced(bad), fenced(ref), fenced(bad), fenced(bad)],
+                   [gold_test_text(task, task.tests[2]), wrong_test(task),
+                    gold_test_text(task, task.tests[3]), gold_test_text(task, task.tests[4])])]
+        jb = prepare_joint(judged_as, blocks, me, 2, opts, [1] * 4, [1] * 4)
+        res = executor.run(jb.jobs)
+        s = score_joint(jb, res[0], res[1] if jb.probe_job is not None else None, opts)
+        return s.code_rewards, s.test_rewards, s.n_correct
+
+    signal = 0
+    for task in picked.values():
+        no_gold = dataclasses.replace(task, tests=[])
+        for me in (0, 1):
+            code, test, n_correct = rewards(task, task, me)
+            code_ng, test_ng, n_correct_ng = rewards(task, no_gold, me)
+            assert (code, test) == (code_ng, test_ng), (task.metadata["family"], me)
+            assert n_correct == (3 if me == 0 else 1) and n_correct_ng is None  # gold: logged
+            signal += sum(r is not None for r in code + test)
+    assert signal >= len(picked) * 8  # most rows carry a reward: the check is not vacuous
