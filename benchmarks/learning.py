@@ -1,8 +1,27 @@
-"""Does the default run learn, and does the reward cause it? ``coevo train`` with no arguments,
-over seeds, against its two controls, each run as a new user runs it (a fresh process).
+"""Does the default run learn, and does the reward cause it? Does a cross-family pair learn
+without labels where self-labelling does not? Each run as a new user runs it (a fresh process).
 
     python benchmarks/learning.py default [--seeds 0 1 2] [--out runs/learning] [--max_steps N]
+    python benchmarks/learning.py pair [--seeds 0 1 2] [--out runs/learning-pair]
 
+``pair``: for every seed, ``configs/pair-tiny-cpu.yaml`` (the warm-started ``tiny`` and
+``tiny-llama`` labelling each other, ``label_source: partner``) and its control
+``configs/pair-tiny-cpu-self.yaml`` (each agent labelled by its own majority vote). Per agent:
+held-out figures first and last, the mean ``pseudo_label_kappa`` and ``labelled`` over the second
+half of the run, and the final held-out accuracy on the agent's weak families (the five its warm
+start was fine-tuned to get wrong, ``WEAK`` in ``scripts/make_tiny_model.py``). Claims: each
+partner agent's kappa >= 0.3 with labelled >= 0.5 and held-out ``code_acc`` rising >= 0.15, each
+run <= 360 s wall on 2 cores; under self-labelling each agent's weak-family accuracy is >= 0.05
+lower than under partner labels, every seed. Writes ``summary.json`` and ``pair.png``.
+
+``warmstart``: the two warm starts' per-family starting figures on ``train`` problems (the ones
+RL labels): ``--samples`` solutions per problem at temperature 1, ``--per_family`` problems of each
+family; per family, the share of samples that pass the gold tests and the share of problems whose
+majority answer (the largest cluster of samples by their outputs on the gold tests' inputs, the
+vote's clustering; a tie is no majority) is not a right one. Claim: on each model's weak families
+its majority answer is wrong on >= 60% of the problems, while >= 10% of its samples are right.
+
+``default``:
 For every seed: the real run, the same run trained on rewards shuffled within each batch
 (``--reward_control shuffle``: each role's rewards permuted over its rows) and on negated rewards
 (``--reward_control flip``). From each run's ``eval.jsonl`` (held-out problems, before the first
@@ -31,39 +50,181 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTROLS = ("none", "shuffle", "flip")
+PAIR_CONFIGS = {"partner": ROOT / "configs" / "pair-tiny-cpu.yaml",
+                "self_majority": ROOT / "configs" / "pair-tiny-cpu-self.yaml"}
+AGENT_ARCH = {"qwen": "qwen2", "llama": "llama"}  # pair-tiny-cpu.yaml's agents: tiny, tiny-llama
 FIGS = ("code_acc", "code_acc_greedy", "pass_at_4", "ut_acc", "bon_acc")
 
 
-def run_one(out: Path, seed: int, control: str, extra: list[str]) -> dict:
-    """One ``coevo train`` in a fresh process; wall time and peak memory (max RSS of the trainer
-    process, and of the largest sandbox process) from the kernel's accounting."""
-    run = out / f"{control}-seed{seed}"
-    if (run / "final").is_dir() and (run / "bench.json").is_file():
-        return json.loads((run / "bench.json").read_text())  # done already: resumable
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _launch(run: Path, cmd: list[str]) -> tuple[float, float]:
+    """``cmd`` in a fresh process (its log beside ``run``); wall seconds and the peak RSS in MB
+    of the largest process of its tree (the kernel's accounting of the waited-for children)."""
     if run.exists():
         import shutil
         shutil.rmtree(run)
-    # torch's threads as the run's config sets them (the default run: two), as a user runs it
+    # torch's threads as the run's config sets them, as a user runs it
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    cmd = [sys.executable, "-m", "coevo_code.cli", "train", "--output_dir", str(run), "--seed",
-           str(seed), "--reward_control", control, *extra]
     t0 = time.perf_counter()
-    log = open(out / f"{control}-seed{seed}.log", "w")
-    p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-    _, status, usage = os.wait4(p.pid, 0)
+    with open(run.parent / f"{run.name}.log", "w") as log:
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
-    log.close()
     if status != 0:
         raise SystemExit(f"learning: {' '.join(cmd)} failed (see {log.name})")
-    evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines() if x.strip()]
-    steps = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()
-             if x.strip()]
-    train_cells = sum(int(s.get("exec_cells") or 0) for s in steps)
-    rec = {"seed": seed, "control": control, "wall_s": round(wall, 1),
-           "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "evals": evals,
-           "cells_train": train_cells, "cells_eval": sum(int(e.get("cells") or 0) for e in evals)}
+    return round(wall, 1), round(usage.ru_maxrss / 1024, 1)
+
+
+def _cells(steps: list[dict], evals: list[dict]) -> dict:
+    return {"cells_train": sum(int(s.get("exec_cells") or 0) for s in steps),
+            "cells_eval": sum(int(e.get("cells") or 0) for e in evals)}
+
+
+def run_one(out: Path, seed: int, control: str, extra: list[str]) -> dict:
+    """One default ``coevo train`` in a fresh process: its held-out evaluations, wall time and
+    peak memory."""
+    run = out / f"{control}-seed{seed}"
+    if (run / "final").is_dir() and (run / "bench.json").is_file():
+        return json.loads((run / "bench.json").read_text())  # done already: resumable
+    wall, rss = _launch(run, [sys.executable, "-m", "coevo_code.cli", "train", "--output_dir",
+                              str(run), "--seed", str(seed), "--reward_control", control, *extra])
+    evals = _jsonl(run / "eval.jsonl")
+    rec = {"seed": seed, "control": control, "wall_s": wall, "peak_rss_mb": rss, "evals": evals,
+           **_cells(_jsonl(run / "metrics.jsonl"), evals)}
     (run / "bench.json").write_text(json.dumps(rec))
     return rec
+
+
+def weak_families() -> dict[str, tuple[str, ...]]:
+    """Each pair agent's weak families, as its warm start was made (scripts/make_tiny_model.py)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_tiny_model",
+                                                  ROOT / "scripts" / "make_tiny_model.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return {agent: tuple(mod.WEAK[arch]) for agent, arch in AGENT_ARCH.items()}
+
+
+def family_acc(ev: dict, families) -> float | None:
+    """Held-out code accuracy over the problems of ``families`` (weighted by problems)."""
+    parts = [(f["code_acc"], f["problems"]) for name, f in ev.get("by_family", {}).items()
+             if name in families and f.get("code_acc") is not None]
+    n = sum(p for _, p in parts)
+    return sum(a * p for a, p in parts) / n if n else None
+
+
+def second_half(steps: list[dict], key: str) -> float | None:
+    xs = [s.get(key) for s in steps[len(steps) // 2:]]
+    xs = [x for x in xs if x is not None]
+    return statistics.fmean(xs) if xs else None
+
+
+def run_pair(out: Path, seed: int, source: str, extra: list[str]) -> dict:
+    """One pair ``coevo train --config`` in a fresh process: per agent, its held-out evaluations,
+    the second half's label figures and its weak families' held-out accuracy."""
+    run = out / f"{source}-seed{seed}"
+    if (run / "bench.json").is_file():
+        return json.loads((run / "bench.json").read_text())  # done already: resumable
+    wall, rss = _launch(run, [sys.executable, "-m", "coevo_code.cli", "train", "--config",
+                              str(PAIR_CONFIGS[source]), "--output_dir", str(run), "--seed",
+                              str(seed), *extra])
+    weak = weak_families()
+    agents = {}
+    for name in AGENT_ARCH:
+        evals, steps = _jsonl(run / name / "eval.jsonl"), _jsonl(run / name / "metrics.jsonl")
+        agents[name] = {
+            "evals": evals, "steps": len(steps), **_cells(steps, evals),
+            "kappa_2nd_half": second_half(steps, "pseudo_label_kappa"),
+            "labelled_2nd_half": second_half(steps, "labelled"),
+            "pseudo_label_acc_2nd_half": second_half(steps, "pseudo_label_acc"),
+            "weak_first": family_acc(evals[0], weak[name]),
+            "weak_last": family_acc(evals[-1], weak[name])}
+    rec = {"seed": seed, "source": source, "wall_s": wall, "peak_rss_mb": rss, "agents": agents}
+    (run / "bench.json").write_text(json.dumps(rec))
+    return rec
+
+
+def pair_table(records: list[dict]) -> str:
+    head = (f"{'run':<20}{'wall s':>7}{'kappa':>7}{'labelled':>9}{'weak fams':>16}  "
+            + "  ".join(f"{k:>21}" for k in FIGS))
+    lines = [head, "-" * len(head)]
+    for r in records:
+        for name, a in r["agents"].items():
+            e0, e1 = a["evals"][0], a["evals"][-1]
+            cells = "  ".join(f"{_fmt(e0.get(k))} -> {_fmt(e1.get(k))} "
+                              f"({_sgn(_diff(e0.get(k), e1.get(k)))})" for k in FIGS)
+            lines.append(f"{r['source'][:7] + '/' + str(r['seed']) + '/' + name:<20}"
+                         f"{r['wall_s']:>7.0f}{_fmt(a['kappa_2nd_half']):>7}"
+                         f"{_fmt(a['labelled_2nd_half']):>9}"
+                         f"{_fmt(a['weak_first']) + ' -> ' + _fmt(a['weak_last']):>16}  {cells}")
+    return "\n".join(lines)
+
+
+def _diff(a, b):
+    return None if a is None or b is None else b - a
+
+
+def pair_claims(records: list[dict]) -> list[tuple[str, bool]]:
+    out = []
+    partner = [r for r in records if r["source"] == "partner"]
+    selfs = {r["seed"]: r for r in records if r["source"] == "self_majority"}
+    for name in AGENT_ARCH:
+        ks = [r["agents"][name]["kappa_2nd_half"] for r in partner]
+        ls = [r["agents"][name]["labelled_2nd_half"] for r in partner]
+        rise = [_rise(r["agents"][name], "code_acc") for r in partner]
+        out.append((f"partner/{name}: 2nd-half pseudo_label_kappa >= 0.3 and labelled >= 0.5, "
+                    f"every seed (kappa {', '.join(_fmt(k) for k in ks)}; labelled "
+                    f"{', '.join(_fmt(x) for x in ls)})",
+                    bool(partner) and all(k is not None and k >= 0.3 for k in ks)
+                    and all(x is not None and x >= 0.5 for x in ls)))
+        out.append((f"partner/{name}: held-out code_acc rises >= 0.15, every seed "
+                    f"({', '.join(_sgn(x) for x in rise)})",
+                    bool(partner) and all(x is not None and x >= 0.15 for x in rise)))
+        gaps = [(r["agents"][name]["weak_last"], selfs[r["seed"]]["agents"][name]["weak_last"])
+                for r in partner if r["seed"] in selfs]
+        out.append((f"self_majority/{name}: final weak-family accuracy >= 0.05 below partner's, "
+                    f"every seed ({', '.join(f'{_fmt(s)} vs {_fmt(p)}' for p, s in gaps)})",
+                    bool(gaps) and all(p is not None and s is not None and p - s >= 0.05
+                                       for p, s in gaps)))
+    out.append((f"partner: <= 360 s wall on 2 cores (max "
+                f"{max((r['wall_s'] for r in partner), default=0):.0f} s)",
+                bool(partner) and all(r["wall_s"] <= 360 for r in partner)))
+    return out
+
+
+def plot_pair(records: list[dict], path: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from coevo_code.plots import pyplot, save
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    colors = {"partner": "tab:blue", "self_majority": "tab:red"}
+    styles = {"qwen": "-", "llama": "--"}
+    run_dirs = {}
+    for r in records:
+        for name, a in r["agents"].items():
+            lab = f"{r['source']} {name}" if r["seed"] == records[0]["seed"] else None
+            xs = [e["step"] for e in a["evals"]]
+            axes[0].plot(xs, [e.get("code_acc") for e in a["evals"]], styles[name], marker="o",
+                         ms=3, color=colors[r["source"]], alpha=0.8, label=lab)
+            axes[1].plot([0, 1], [a["weak_first"], a["weak_last"]], styles[name], marker="o",
+                         ms=3, color=colors[r["source"]], alpha=0.8, label=lab)
+            run_dirs.setdefault((r["source"], name), []).append(a)
+    for (source, name), runs in run_dirs.items():
+        axes[2].bar(f"{source[:4]}\n{name}", statistics.fmean(
+            a["kappa_2nd_half"] or 0.0 for a in runs), color=colors[source], alpha=0.8)
+    axes[0].set(title="held-out code_acc", xlabel="step", ylim=(-0.02, 1.02))
+    axes[1].set(title="held-out code_acc on the agent's weak families", xticks=[0, 1],
+                xticklabels=["start", "end"], ylim=(-0.02, 1.02))
+    axes[2].axhline(0.3, color="gray", lw=0.8, ls=":")
+    axes[2].set(title="pseudo_label_kappa, 2nd half (mean over seeds)")
+    for ax in axes[:2]:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("cross-family pair: partner labels against self-majority labels")
+    save(fig, path, legend=False)
 
 
 def _rise(rec: dict, key: str) -> float | None:
@@ -149,14 +310,129 @@ def plot(records: list[dict], path: Path) -> None:
     save(fig, path, legend=False)
 
 
+def warmstart(model_name: str, per_family: int, samples: int, seed: int, executor) -> dict:
+    """Per family: right share of samples, share of problems whose majority answer is wrong."""
+    sys.path.insert(0, str(ROOT))
+    import dataclasses
+
+    from coevo_code import labels as L
+    from coevo_code.evaluation.heldout import sample
+    from coevo_code.generation.tiny import load_tiny
+    from coevo_code.matrix import full_matrix
+    from coevo_code.rewards import correct_from_gold
+    from coevo_code.roles import coder_messages
+    from coevo_code.tasks import load_tasks
+    from coevo_code.training.scoring import RewardOptions, _outputs, prepare_joint
+
+    by_family: dict[str, list] = {}
+    for t in load_tasks("world", split="train", seed=0):
+        if len(by_family.setdefault(t.metadata["family"], [])) < per_family:
+            by_family[t.metadata["family"]].append(t)
+    tasks = [t for ts in by_family.values() for t in ts]
+    model, tok = load_tiny(model_name)
+    codes = sample(model, tok, [coder_messages(dataclasses.replace(t, examples=[]))
+                                for t in tasks], samples, 1.0, 64, seed)
+
+    def as_text(t, case):  # a gold test as a tester completion: the vote clusters on its input
+        if case.code is not None:
+            return f"```python\n{case.code}\n```"
+        return f"**Test Input:**\n```\n{case.input}```\n\n**Test Output:**\n```\n{case.output}```"
+
+    opts = RewardOptions(label_source="self_majority")
+    jbs = [prepare_joint(t, [(c, [as_text(t, g) for g in t.tests])], 0, 1, opts)
+           for t, c in zip(tasks, codes)]
+    results = iter(executor.run([j for jb in jbs for j in jb.jobs]))
+    out: dict[str, dict] = {}
+    for t, jb in zip(tasks, jbs):
+        res = next(results) if jb.batch.job is not None else None
+        probe = next(results) if jb.probe_job is not None else None
+        full = full_matrix(jb.batch, res)
+        right = correct_from_gold(full[:, :jb.batch.n_gold])
+        outputs, errored = _outputs(jb, res, probe)
+        major = L.execution_majority(outputs, errored)
+        major_right = major is not None and bool(right[major.correct].all())
+        f = out.setdefault(t.metadata["family"], {"right": [], "majority_wrong": []})
+        f["right"].append(float(right.mean()))
+        f["majority_wrong"].append(0.0 if major_right else 1.0)
+    return {fam: {"right": statistics.fmean(v["right"]),
+                  "majority_wrong": statistics.fmean(v["majority_wrong"]),
+                  "problems": len(v["right"])} for fam, v in out.items()}
+
+
+def main_warmstart(args) -> int:
+    sys.path.insert(0, str(ROOT))
+    from coevo_code.execution import Executor
+    weak = weak_families()
+    models = {"qwen": "tiny", "llama": "tiny-llama"}
+    records, results = {}, []
+    with Executor() as ex:
+        for agent, model in models.items():
+            records[model] = warmstart(model, args.per_family, args.samples, args.seeds[0], ex)
+    fams = sorted(next(iter(records.values())))
+    print(f"{'family':<18}" + "".join(f"{m + ' right':>22}{m + ' majority wrong':>28}"
+                                      for m in models.values()))
+    for fam in fams:
+        print(f"{fam:<18}" + "".join(
+            f"{records[m][fam]['right']:>21.2f}{'*' if fam in weak[a] else ' '}"
+            f"{records[m][fam]['majority_wrong']:>28.2f}" for a, m in models.items()))
+    print("(* a weak family of that model)")
+    for agent, model in models.items():
+        w = [records[model][f] for f in weak[agent]]
+        wrong = statistics.fmean(x["majority_wrong"] for x in w)
+        right = min(x["right"] for x in w)
+        results.append((f"{model}: majority answer wrong on >= 60% of its weak families' problems "
+                        f"({wrong:.0%}), right answer >= 10% of samples on each (min "
+                        f"{right:.0%})", wrong >= 0.6 and right >= 0.1))
+    for text, ok in results:
+        print(f"{'PASS' if ok else 'FAIL'}  {text}")
+    (args.out / "warmstart.json").write_text(json.dumps(
+        {"samples": args.samples, "per_family": args.per_family, "families": records,
+         "claims": [{"claim": t, "ok": ok} for t, ok in results]}, indent=1))
+    return 0 if all(ok for _, ok in results) else 1
+
+
+def main_pair(args, extra) -> int:
+    records = []
+    for seed in args.seeds:
+        for source in PAIR_CONFIGS:
+            rec = run_pair(args.out, seed, source, extra)
+            records.append(rec)
+            print(f"learning: {source}/seed {seed}: {rec['wall_s']:.0f} s, held-out code_acc "
+                  + ", ".join(f"{n} {_fmt(a['evals'][0]['code_acc'])} -> "
+                              f"{_fmt(a['evals'][-1]['code_acc'])}"
+                              for n, a in rec["agents"].items()), flush=True)
+    print(pair_table(records))
+    return report(args.out, records, pair_claims(records), plot_pair, "pair.png")
+
+
+def report(out: Path, records: list[dict], results: list[tuple[str, bool]], draw,
+           png: str) -> int:
+    """Print the claims with PASS or FAIL, write ``summary.json`` and the plot; the exit code."""
+    for text, ok in results:
+        print(f"{'PASS' if ok else 'FAIL'}  {text}")
+    (out / "summary.json").write_text(json.dumps(
+        {"records": records, "claims": [{"claim": t, "ok": ok} for t, ok in results]}, indent=1))
+    draw(records, out / png)
+    print(f"learning: {out / 'summary.json'}, {out / png}")
+    return 0 if all(ok for _, ok in results) else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["default"])
+    ap.add_argument("what", choices=["default", "pair", "warmstart"])
+    ap.add_argument("--samples", type=int, default=8, help="warmstart: samples per problem")
+    ap.add_argument("--per_family", type=int, default=20, help="warmstart: problems per family")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--controls", nargs="+", default=list(CONTROLS), choices=CONTROLS)
-    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "learning")
+    ap.add_argument("--out", type=Path)
     args, extra = ap.parse_known_args(argv)
+    args.out = args.out or ROOT / "runs" / ("learning" if args.what == "default"
+                                            else "learning-pair")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.what == "pair":
+        return main_pair(args, extra)
+    if args.what == "warmstart":
+        return main_warmstart(args)
     records = []
     for control in args.controls:  # the real runs first, on a quiet machine
         for seed in args.seeds:
@@ -166,14 +442,7 @@ def main(argv=None) -> int:
                   f"{_fmt(rec['evals'][0]['code_acc'])} -> {_fmt(rec['evals'][-1]['code_acc'])}",
                   flush=True)
     print(table(records))
-    results = claims(records)
-    for text, ok in results:
-        print(f"{'PASS' if ok else 'FAIL'}  {text}")
-    (args.out / "summary.json").write_text(json.dumps(
-        {"records": records, "claims": [{"claim": t, "ok": ok} for t, ok in results]}, indent=1))
-    plot(records, args.out / "learning.png")
-    print(f"learning: {args.out / 'summary.json'}, {args.out / 'learning.png'}")
-    return 0 if all(ok for _, ok in results) else 1
+    return report(args.out, records, claims(records), plot, "learning.png")
 
 
 if __name__ == "__main__":
