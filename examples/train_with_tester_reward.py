@@ -6,8 +6,9 @@ passes (coevo_code.TesterReward).
     python examples/train_with_tester_reward.py --config configs/tester-reward-tiny.yaml \\
         --model_name_or_path Qwen/Qwen2.5-1.5B-Instruct --tester_model runs/cure/final --use_cpu false
 
-Fields: TRL's GRPOConfig and ModelConfig, plus `tester_model` (a path, hub id or `tiny`),
-`tester_k` (tests per problem), `tasks`/`tasks_path`/`tasks_split`/`tasks_limit`.
+Fields: TRL's GRPOConfig and ModelConfig, plus `tester_model` (a path, hub id or `tiny`; `gold`:
+the problems' gold tests instead, the labelled upper bound), `tester_k` (tests per problem),
+`tasks`/`tasks_path`/`tasks_split`/`tasks_limit`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 @dataclass
 class TesterArgs:
-    tester_model: str = field(default="tiny", metadata={"help": "the frozen tester"})
+    tester_model: str = field(default="tiny", metadata={
+        "help": "the frozen tester (gold: the problems' gold tests, the upper bound)"})
     tester_k: int = field(default=4, metadata={"help": "tests the tester writes per problem"})
     tester_max_tokens: int = field(default=256, metadata={"help": "tester completion length"})
     tasks: str = field(default="bundled", metadata={"help": "problems (a dataset name)"})
@@ -56,14 +58,18 @@ def main(argv=None) -> int:
     tasks = tasks[:targs.tasks_limit] if targs.tasks_limit else tasks
     model = margs.model_name_or_path
     if is_tiny(model):
-        model = str(save_tiny(Path(config.output_dir) / "initial-model", seed=config.seed))
+        model = str(save_tiny(Path(config.output_dir) / "initial-model", seed=config.seed,
+                              name=model))
         config.model_init_kwargs = {"dtype": "float32"}
-    tester = TransformersEngine(targs.tester_model, Sampling(max_tokens=targs.tester_max_tokens,
-                                                             seed=config.seed))
-    reward = TesterReward(tasks, tester, k_tests=targs.tester_k,
-                          cache_path=Path(config.output_dir) / "tester_tests.jsonl",
-                          executor_options={"backend": targs.exec_backend,
-                                            "address": targs.exec_address})
+    executor_options = {"backend": targs.exec_backend, "address": targs.exec_address}
+    if targs.tester_model == "gold":
+        reward = TesterReward.from_gold(tasks, executor_options=executor_options)
+    else:
+        tester = TransformersEngine(targs.tester_model, Sampling(
+            max_tokens=targs.tester_max_tokens, seed=config.seed))
+        reward = TesterReward(tasks, tester, k_tests=targs.tester_k,
+                              cache_path=Path(config.output_dir) / "tester_tests.jsonl",
+                              executor_options=executor_options)
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config,
                           train_dataset=datasets.Dataset.from_list(coder_rows(tasks)),
                           peft_config=get_peft_config(margs))

@@ -75,6 +75,25 @@ def test_rewards_are_the_share_of_tester_tests_passed(tmp_path):
     assert coder_rows(tasks)[0]["task_id"] == tasks[0].id
 
 
+def test_gold_tests_in_the_testers_place():
+    """``TesterReward.from_gold``: the same reward with the gold tests, the upper bound a tester
+    reward is measured against; no tester is asked for anything."""
+    tasks = list(load_tasks("world", split="heldout"))[:3]
+    reward = TesterReward.from_gold(tasks, max_tests=8)
+    try:
+        ids, texts = [], []
+        for t in tasks:
+            for c in (t.references[0], t.metadata["mutants"][0]):
+                ids.append(t.id)
+                texts.append(f"```python\n{c}\n```")
+        r = reward(completions=texts, task_id=ids)
+        assert r[0::2] == [1.0] * 3  # the reference passes every gold test
+        assert all(x < 1.0 for x in r[1::2])  # every mutant fails one (the world's gold catch it)
+        assert all(len(reward.tests[t.id]) == 8 for t in tasks)
+    finally:
+        reward.close()
+
+
 def test_example_trains_with_the_tiny_tester(tmp_path):
     pytest.importorskip("trl")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

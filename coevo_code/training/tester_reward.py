@@ -51,6 +51,15 @@ class TesterReward:
         self.tests: dict[str, list] = {}
         self.calls = 0
 
+    @classmethod
+    def from_gold(cls, tasks: Sequence[Task], max_tests: int = 8, **kw) -> "TesterReward":
+        """The same reward with each problem's first ``max_tests`` gold tests in the tester's
+        place: the labelled upper bound a tester reward is measured against."""
+        reward = cls(tasks, engine=None, k_tests=max_tests, **kw)
+        for t in tasks:
+            reward.tests[t.id] = list(t.tests[:max_tests])
+        return reward
+
     @property
     def executor(self):
         if self._executor is None:
