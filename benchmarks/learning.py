@@ -3,6 +3,8 @@ without labels where self-labelling does not? Each run as a new user runs it (a 
 
     python benchmarks/learning.py default [--seeds 0 1 2] [--out runs/learning] [--max_steps N]
     python benchmarks/learning.py pair [--seeds 0 1 2] [--out runs/learning-pair]
+    python benchmarks/learning.py table [--quick] [--out runs/learning-pair]
+    python benchmarks/learning.py warmstart
 
 ``pair``: for every seed, ``configs/pair-tiny-cpu.yaml`` (the warm-started ``tiny`` and
 ``tiny-llama`` labelling each other, ``label_source: partner``) and its control
@@ -13,6 +15,25 @@ start was fine-tuned to get wrong, ``WEAK`` in ``scripts/make_tiny_model.py``). 
 partner agent's kappa >= 0.3 with labelled >= 0.5 and held-out ``code_acc`` rising >= 0.15, each
 run <= 360 s wall on 2 cores; under self-labelling each agent's weak-family accuracy is >= 0.05
 lower than under partner labels, every seed. Writes ``summary.json`` and ``pair.png``.
+
+``table [--quick]``: the comparisons, each row's final held-out figures (60 ``heldout``
+problems: code accuracy at temperature 1 and greedy, reference-judged unit-test accuracy,
+best-of-4x4; mean and min-max over seeds) in one table, and ``table.png``:
+
+- (a) CURE with gold tests, the default run: coder and tester trained together
+  (``--train_roles both``), coder only (``code``: test rewards off), tester only (``test``);
+- (b) label-free pairs (``configs/pair-tiny-cpu.yaml``): ``partner``, ``self_majority``,
+  ``frozen`` (both agents labelled by ``tiny-llama``'s warm start, frozen) and ``gold`` (each
+  agent on the gold tests: the upper bound);
+- (c) self-majority run long (150 steps; ``--quick``: 90), scored every tenth of the run on 24
+  labelled ``train`` problems with ``best/`` kept: does it collapse, and does the checkpoint early
+  stopping keeps hold up on the held-out problems (``best/`` against ``final/``);
+- (d) the tester as a reward model: ``tiny-llama``'s warm start trained by TRL's GRPOTrainer on the
+  tests of the (a) ``cure`` run's final model, frozen (``TesterReward``), against the same coder
+  on the gold tests through the same reward (``TesterReward.from_gold``).
+
+Seeds 0 1 2 (``--quick``: the first only); every run's wall time is printed and kept in
+``summary.json``; finished runs are read back, so an interrupted table resumes.
 
 ``warmstart``: the two warm starts' per-family starting figures on ``train`` problems (the ones
 RL labels): ``--samples`` solutions per problem at temperature 1, ``--per_family`` problems of each
@@ -122,15 +143,17 @@ def second_half(steps: list[dict], key: str) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
-def run_pair(out: Path, seed: int, source: str, extra: list[str]) -> dict:
-    """One pair ``coevo train --config`` in a fresh process: per agent, its held-out evaluations,
-    the second half's label figures and its weak families' held-out accuracy."""
+def run_pair(out: Path, seed: int, source: str, extra: list[str], config: Path | None = None,
+             flags: tuple = ()) -> dict:
+    """One pair ``coevo train --config`` in a fresh process (``config``, default the source's
+    own, with ``flags``): per agent, its evaluations, the second half's label figures and its
+    weak families' accuracy."""
     run = out / f"{source}-seed{seed}"
     if (run / "bench.json").is_file():
         return json.loads((run / "bench.json").read_text())  # done already: resumable
     wall, rss = _launch(run, [sys.executable, "-m", "coevo_code.cli", "train", "--config",
-                              str(PAIR_CONFIGS[source]), "--output_dir", str(run), "--seed",
-                              str(seed), *extra])
+                              str(config or PAIR_CONFIGS[source]), "--output_dir", str(run),
+                              "--seed", str(seed), *flags, *extra])
     weak = weak_families()
     agents = {}
     for name in AGENT_ARCH:
@@ -391,6 +414,226 @@ def main_warmstart(args) -> int:
     return 0 if all(ok for _, ok in results) else 1
 
 
+# ---- the comparisons table ----------------------------------------------------------------------
+SINGLE = {"cure": "both", "coder_only": "code", "tester_only": "test"}
+LABEL_FREE = {"partner": (PAIR_CONFIGS["partner"], ()),
+              "self_majority": (PAIR_CONFIGS["self_majority"], ()),
+              # the frozen labeller (tiny-llama's warm start) writes its completions for every
+              # training problem at the start: 480 of them, the problems 60 steps visit
+              "frozen": (PAIR_CONFIGS["partner"], ("--label_source", "frozen",
+                                                   "--frozen_model", "tiny-llama",
+                                                   "--tasks_limit", "480")),
+              "gold": (PAIR_CONFIGS["partner"], ("--label_source", "gold"))}
+TABLE_FIGS = ("code_acc", "code_acc_greedy", "ut_acc", "bon_acc")
+HELDOUT = 60  # the held-out problems every run is scored on (the configs' eval_tasks_limit)
+
+
+def heldout_eval(model_dir: Path, seed: int = 0) -> dict:
+    """A saved model scored as the runs score themselves: 60 ``heldout`` problems (the same
+    seeded sample), 4 samples at temperature 1 and one greedy; cached beside the weights."""
+    cache = model_dir / "heldout.json"
+    if cache.is_file():
+        return json.loads(cache.read_text())
+    sys.path.insert(0, str(ROOT))
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coevo_code.evaluation.heldout import evaluate_model
+    from coevo_code.execution import Executor
+    from coevo_code.tasks import load_tasks
+    from coevo_code.tasks.model import seeded_sample
+    torch.set_num_threads(2)
+    tasks = seeded_sample(list(load_tasks("world", split="heldout")), HELDOUT, 0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    with Executor(slots=2) as ex:
+        res = evaluate_model(model, tok, tasks, ex, k=4, temperature=1.0, max_new_tokens=64,
+                             seed=seed)
+    cache.write_text(json.dumps(res))
+    return res
+
+
+def run_single(out: Path, seed: int, row: str, extra: list[str]) -> dict:
+    """(a) The default run (one model, gold tests) training both roles, the coder only or the
+    tester only (``--train_roles``)."""
+    run = out / f"{row}-seed{seed}"
+    if (run / "bench.json").is_file():
+        return json.loads((run / "bench.json").read_text())
+    wall, rss = _launch(run, [sys.executable, "-m", "coevo_code.cli", "train", "--output_dir",
+                              str(run), "--seed", str(seed), "--train_roles", SINGLE[row],
+                              *extra])
+    rec = {"group": "a", "row": row, "seed": seed, "wall_s": wall, "peak_rss_mb": rss,
+           "agents": {"tiny": {"evals": _jsonl(run / "eval.jsonl")}}}
+    (run / "bench.json").write_text(json.dumps(rec))
+    return rec
+
+
+def stop_step(evals: list[dict], patience: int) -> int | None:
+    """The step at which early stopping with ``patience`` evaluations stops (None: never)."""
+    best, since = None, 0
+    for e in evals:
+        if best is None or e["code_acc"] > best:
+            best, since = e["code_acc"], 0
+        else:
+            since += 1
+            if since >= patience:
+                return e["step"]
+    return None
+
+
+def run_long(out: Path, seed: int, steps: int, extra: list[str]) -> dict:
+    """(c) The self-majority pair run long, scored every ``steps // 10`` steps on 24 labelled
+    ``train`` problems (the small validation set; labels never reach a reward), ``best/`` kept;
+    then each agent's ``best/`` and ``final/`` scored on the held-out problems."""
+    flags = ("--max_steps", str(steps), "--eval_steps", str(steps // 10), "--save_steps",
+             str(steps), "--eval_tasks_split", "train", "--eval_tasks_limit", "24",
+             "--keep_best")
+    rec = run_pair(out, seed, "self_long", extra, PAIR_CONFIGS["self_majority"], flags)
+    run = out / f"self_long-seed{seed}"
+    for name, a in rec["agents"].items():
+        if "best_heldout" not in a:
+            best = json.loads((run / name / "best" / "best.json").read_text())
+            a.update(best_step=best["step"], stop_step=stop_step(a["evals"], 3),
+                     best_heldout=heldout_eval(run / name / "best", seed),
+                     final_heldout=heldout_eval(run / name / "final", seed))
+    rec.update(group="c", row="self_long")
+    (run / "bench.json").write_text(json.dumps(rec))
+    return rec
+
+
+def run_tester_reward(out: Path, seed: int, which: str, tester: Path, steps: int) -> dict:
+    """(d) A fresh coder (``tiny-llama``'s warm start) trained by TRL's GRPOTrainer on a frozen
+    trained tester's tests (``TesterReward``; the tester: the ``cure`` row's final model) or on
+    the gold tests through the same reward (``TesterReward.from_gold``)."""
+    run = out / f"tester_reward_{which}-seed{seed}"
+    if (run / "bench.json").is_file():
+        return json.loads((run / "bench.json").read_text())
+    wall, rss = _launch(run, [
+        sys.executable, str(ROOT / "examples" / "train_with_tester_reward.py"),
+        "--model_name_or_path", "tiny-llama",
+        "--tester_model", str(tester) if which == "tester" else "gold", "--tester_k", "4",
+        "--tester_max_tokens", "64", "--tasks", "world", "--tasks_split", "train",
+        "--num_generations", "4", "--per_device_train_batch_size", "32", "--max_steps",
+        str(steps), "--max_completion_length", "64", "--learning_rate", "7e-4", "--beta", "0",
+        "--temperature", "1.0", "--use_cpu", "true", "--bf16", "false",
+        "--gradient_checkpointing", "false", "--report_to", "none", "--save_strategy", "no",
+        "--logging_steps", "1", "--torch_threads", "2", "--seed", str(seed), "--output_dir",
+        str(run)])
+    first = heldout_eval(run / "initial-model", seed)
+    last = heldout_eval(run / "final", seed)
+    rec = {"group": "d", "row": f"tester_reward_{which}", "seed": seed, "wall_s": wall,
+           "peak_rss_mb": rss, "agents": {"llama": {"evals": [{"step": 0, **first},
+                                                              {"step": steps, **last}]}}}
+    (run / "bench.json").write_text(json.dumps(rec))
+    return rec
+
+
+def _spread(xs) -> str:
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    m = statistics.fmean(xs)
+    return f"{m:.2f}" if len(xs) == 1 else f"{m:.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
+
+def comparisons(records: list[dict]) -> str:
+    """One table: per row and agent, the final held-out figures (mean, and min-max over seeds),
+    and the row's wall time; the long run's validation curve and held-out best/ vs final/."""
+    head = (f"{'row':<28}{'agent':<7}{'seeds':>6}{'wall s':>8}  "
+            + "".join(f"{k:>20}" for k in TABLE_FIGS))
+    lines = [head, "-" * len(head)]
+    rows: dict[tuple, list] = {}
+    for r in records:
+        if r["group"] == "c":
+            continue
+        for name, a in r["agents"].items():
+            rows.setdefault((r["group"], r["row"], name), []).append((r, a))
+    starts = {}
+    for (group, row, name), got in rows.items():
+        starts.setdefault(name, got[0][1]["evals"][0])
+        lines.append(f"({group}) {row:<24}{name:<7}{len(got):>6}"
+                     f"{statistics.fmean(r['wall_s'] for r, _ in got):>8.0f}  " + "".join(
+                         f"{_spread([a['evals'][-1].get(k) for _, a in got]):>20}"
+                         for k in TABLE_FIGS))
+    for name, e in starts.items():
+        lines.append(f"{'(start) warm start':<28}{name:<7}{'':>6}{'':>8}  "
+                     + "".join(f"{_fmt(e.get(k)):>20}" for k in TABLE_FIGS))
+    for r in records:
+        if r["group"] != "c":
+            continue
+        lines.append("")
+        lines.append(f"(c) self-majority for {r['agents']['qwen']['steps']} steps, seed "
+                     f"{r['seed']} ({r['wall_s']:.0f} s): validation code_acc (24 labelled "
+                     f"train problems) by step; held-out best/ (the step kept) vs final/")
+        for name, a in r["agents"].items():
+            curve = " ".join(f"{e['step']}:{e['code_acc']:.2f}" for e in a["evals"])
+            lines.append(f"    {name:<6} {curve}")
+            b, f = a["best_heldout"], a["final_heldout"]
+            lines.append(f"    {name:<6} best/ (step {a['best_step']}; patience 3 stops at step "
+                         f"{a['stop_step']}): " + ", ".join(f"{k} {_fmt(b.get(k))}"
+                                                           for k in TABLE_FIGS)
+                         + "; final/: " + ", ".join(f"{k} {_fmt(f.get(k))}" for k in TABLE_FIGS))
+    return "\n".join(lines)
+
+
+def plot_table(records: list[dict], path: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from coevo_code.plots import pyplot, save
+    plt = pyplot()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(15, 4.5), gridspec_kw={"width_ratios": [3, 1]})
+    rows: dict[tuple, list] = {}
+    for r in records:
+        if r["group"] != "c":
+            for name, a in r["agents"].items():
+                rows.setdefault((r["group"], r["row"], name), []).append(
+                    a["evals"][-1].get("code_acc"))
+    colors = {"a": "tab:blue", "b": "tab:green", "d": "tab:purple"}
+    for i, ((group, row, name), xs) in enumerate(rows.items()):
+        xs = [x for x in xs if x is not None]
+        m = statistics.fmean(xs)
+        ax.bar(i, m, color=colors[group], alpha=0.8,
+               yerr=[[m - min(xs)], [max(xs) - m]], capsize=3)
+    ax.set_xticks(range(len(rows)), [f"{row}\n{name}" for _, row, name in rows], fontsize=7)
+    ax.set(title="final held-out code_acc (mean, min-max over seeds): (a) CURE ablations, "
+                 "(b) label sources, (d) tester as reward", ylim=(0, 1))
+    ax.grid(alpha=0.3, axis="y")
+    for r in records:
+        if r["group"] == "c":
+            for name, a in r["agents"].items():
+                ax2.plot([e["step"] for e in a["evals"]], [e["code_acc"] for e in a["evals"]],
+                         marker="o", ms=3, label=f"{name} (best step {a['best_step']})")
+    ax2.set(title="(c) self-majority, long: validation code_acc", xlabel="step", ylim=(0, 1))
+    ax2.grid(alpha=0.3)
+    ax2.legend(fontsize=7)
+    save(fig, path, legend=False)
+
+
+def main_table(args, extra) -> int:
+    seeds = [args.seeds[0]] if args.quick else args.seeds
+    long_steps = 90 if args.quick else 150
+    records, t0 = [], time.perf_counter()
+
+    def keep(rec, what):
+        records.append(rec)
+        print(f"learning: {what}/seed {rec['seed']}: {rec['wall_s']:.0f} s", flush=True)
+
+    for seed in seeds:
+        for row in SINGLE:
+            keep(run_single(args.out, seed, row, extra), row)
+        for source, (config, flags) in LABEL_FREE.items():
+            rec = run_pair(args.out, seed, source, extra, config, flags)
+            rec.update(group="b", row=source)
+            keep(rec, source)
+        tester = args.out / f"cure-seed{seed}" / "final"
+        for which in ("tester", "gold"):
+            keep(run_tester_reward(args.out, seed, which, tester, 90), f"tester_reward_{which}")
+    keep(run_long(args.out, seeds[0], long_steps, extra), "self_long")
+    print(comparisons(records))
+    print(f"learning: the table took {time.perf_counter() - t0:.0f} s here (runs already done "
+          f"are read back)")
+    return report(args.out, records, [], plot_table, "table.png")
+
+
 def main_pair(args, extra) -> int:
     records = []
     for seed in args.seeds:
@@ -419,7 +662,8 @@ def report(out: Path, records: list[dict], results: list[tuple[str, bool]], draw
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["default", "pair", "warmstart"])
+    ap.add_argument("what", choices=["default", "pair", "warmstart", "table"])
+    ap.add_argument("--quick", action="store_true", help="table: one seed, a shorter long run")
     ap.add_argument("--samples", type=int, default=8, help="warmstart: samples per problem")
     ap.add_argument("--per_family", type=int, default=20, help="warmstart: problems per family")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -427,12 +671,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path)
     args, extra = ap.parse_known_args(argv)
     args.out = args.out or ROOT / "runs" / ("learning" if args.what == "default"
-                                            else "learning-pair")
+                                            else "learning-pair")  # pair, table share runs
     args.out.mkdir(parents=True, exist_ok=True)
     if args.what == "pair":
         return main_pair(args, extra)
     if args.what == "warmstart":
         return main_warmstart(args)
+    if args.what == "table":
+        return main_table(args, extra)
     records = []
     for control in args.controls:  # the real runs first, on a quiet machine
         for seed in args.seeds:
