@@ -593,7 +593,8 @@ def plot_table(records: list[dict], path: Path) -> None:
         m = statistics.fmean(xs)
         ax.bar(i, m, color=colors[group], alpha=0.8,
                yerr=[[m - min(xs)], [max(xs) - m]], capsize=3)
-    ax.set_xticks(range(len(rows)), [f"{row}\n{name}" for _, row, name in rows], fontsize=7)
+    ax.set_xticks(range(len(rows)), [f"{row.replace('tester_reward_', 'reward: ')}\n{name}"
+                                    for _, row, name in rows], fontsize=7)
     ax.set(title="final held-out code_acc (mean, min-max over seeds): (a) CURE ablations, "
                  "(b) label sources, (d) tester as reward", ylim=(0, 1))
     ax.grid(alpha=0.3, axis="y")
