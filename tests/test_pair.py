@@ -19,7 +19,7 @@ pytest.importorskip("trl")
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "pair_agent_script.py"
 ROOT = HERE.parent
-PAIR_YAML = ROOT / "configs" / "pair-tiny-cpu.yaml"
+PAIR_YAML = ROOT / "configs" / "pair-tiny-random-cpu.yaml"
 ENV = dict(os.environ, OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1")
 
 

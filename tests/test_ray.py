@@ -492,7 +492,7 @@ def test_a_pair_run_scores_through_one_ray_pool(sim, tmp_path):
     sim.nodes(2)
     before = _sandbox_actor_jobs()
     cfg = tmp_path / "pair.yaml"
-    cfg.write_text((HERE.parent / "configs" / "pair-tiny-cpu.yaml").read_text()
+    cfg.write_text((HERE.parent / "configs" / "pair-tiny-random-cpu.yaml").read_text()
                    .replace("tiny-llama-random", "tiny-llama").replace("tiny-random", "tiny")
                    .replace("tasks: bundled", "tasks: world\ntasks_split: train"))
     run = tmp_path / "pair"
