@@ -402,7 +402,9 @@ _GEN_TEST_FRAMES = ("import sys\nf = sys._getframe()\nran = False\nwhile f is no
 def _gen_test(name, gen):
     progs = [SORT_HONEST, "def solve(xs):\n    return sorted(xs)",
              "def solve(xs):\n    return xs", "def solve(xs):\n    return sorted(xs, reverse=True)[:2]"]
-    progs = progs * 2  # a job big enough that the gold tests and this one share a unit
+    # a job big enough that the gold tests and this one share a unit (distinct texts: the
+    # executor runs each program text of a job once)
+    progs = progs + [p + "\n# again" for p in progs]
     job = {"id": name, "kind": "functional", "entry_point": "solve", "programs": progs,
            "tests": [{"code": t} for t in SORT_TESTS] + [{"code": gen}]}
 
