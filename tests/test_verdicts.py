@@ -137,9 +137,11 @@ def test_a_repeated_program_runs_once_and_its_copies_share_its_verdicts(executor
     """k samples often repeat a program word for word: each text of a job runs once. Were the
     copies run, this program's random outputs would differ between them."""
     prog = "import random\nprint(random.random())"
+    done = []
     res = executor.run([{"programs": [prog, "print(2)", prog, prog],
                          "tests": [{"input": "", "output": "2"}] * 3,
-                         "return_outputs": True}])[0]
+                         "return_outputs": True}], progress=done.append)[0]
+    assert sum(done) == 4 * 3  # a progress bar over every cell ends full, copies included
     outs = res["outputs"]
     assert outs[2] == outs[0] and outs[3] == outs[0] and len(set(outs[0])) == 3
     assert res["passed"] == [[False] * 3, [True] * 3, [False] * 3, [False] * 3]

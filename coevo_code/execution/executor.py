@@ -386,6 +386,9 @@ class Executor(ExecutorBase):
                 st.outcomes[p] = list(st.outcomes[first])
                 if st.outputs is not None:
                     st.outputs[p] = list(st.outputs[first])
+        copied = sum(len(c) * st.job.shape[1] for st, c in zip(states, copies) if st is not None)
+        if progress is not None and copied:
+            progress(copied)  # the copies' cells are done too: a bar over every cell ends full
         return finish_batch(results, states)
 
     def _units(self, index: int, job: Job, st: _JobState, size: int) -> list[_Unit]:
