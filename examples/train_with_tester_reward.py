@@ -7,7 +7,8 @@ passes (coevo_code.TesterReward).
         --model_name_or_path Qwen/Qwen2.5-1.5B-Instruct --tester_model runs/cure/final --use_cpu false
 
 Fields: TRL's GRPOConfig and ModelConfig, plus `tester_model` (a path, hub id or `tiny`; `gold`:
-the problems' gold tests instead, the labelled upper bound), `tester_k` (tests per problem),
+the problems' gold tests instead, the labelled upper bound), `tester_k` (tests per problem; with
+`gold`, the first `tester_k` gold tests, so both rewards judge on as many tests),
 `tasks`/`tasks_path`/`tasks_split`/`tasks_limit`.
 """
 
@@ -63,7 +64,8 @@ def main(argv=None) -> int:
         config.model_init_kwargs = {"dtype": "float32"}
     executor_options = {"backend": targs.exec_backend, "address": targs.exec_address}
     if targs.tester_model == "gold":
-        reward = TesterReward.from_gold(tasks, executor_options=executor_options)
+        reward = TesterReward.from_gold(tasks, max_tests=targs.tester_k,  # as many as a tester's
+                                        executor_options=executor_options)
     else:
         tester = TransformersEngine(targs.tester_model, Sampling(
             max_tokens=targs.tester_max_tokens, seed=config.seed))

@@ -105,3 +105,21 @@ def test_example_trains_with_the_tiny_tester(tmp_path):
     assert "tester reward: 2 calls, tests for 8 problems" in p.stderr
     assert (tmp_path / "run" / "final" / "config.json").exists()
     assert (tmp_path / "run" / "tester_tests.jsonl").read_text().count("\n") == 8
+
+
+def test_example_on_gold_takes_as_many_tests_as_a_tester(tmp_path):
+    """``--tester_model gold`` (the upper bound of the tester-reward comparison) judges each
+    solution on the first ``tester_k`` gold tests, as many as the tester it is compared with
+    writes, not on every gold test."""
+    pytest.importorskip("trl")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, str(ROOT / "examples" / "train_with_tester_reward.py"),
+                        "--config", str(ROOT / "configs" / "tester-reward-tiny.yaml"),
+                        "--tester_model", "gold", "--tester_k", "2", "--max_steps", "1",
+                        "--output_dir", str(tmp_path / "run")],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    tasks = list(load_tasks("bundled"))[:8]
+    want = sum(min(2, len(t.tests)) for t in tasks)
+    assert want < sum(len(t.tests) for t in tasks)  # the limit bites on these problems
+    assert f"tests for 8 problems, {want} parsed" in p.stderr
