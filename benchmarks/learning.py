@@ -25,14 +25,16 @@ best-of-4x4; mean and min-max over seeds) in one table, and ``table.png``:
 - (b) label-free pairs (``configs/pair-tiny-cpu.yaml``): ``partner``, ``self_majority``,
   ``frozen`` (both agents labelled by ``tiny-llama``'s warm start, frozen) and ``gold`` (each
   agent on the gold tests: the upper bound);
-- (c) self-majority run long (150 steps; ``--quick``: 90), scored every tenth of the run on 24
-  labelled ``train`` problems with ``best/`` kept: does it collapse, and does the checkpoint early
-  stopping keeps hold up on the held-out problems (``best/`` against ``final/``);
+- (c) self-majority run long (150 steps; ``--quick``: 90; the first seed only), scored every
+  tenth of the run on 24 labelled ``train`` problems with ``best/`` kept (``--keep_best``): does
+  it collapse, does the checkpoint the validation set picks hold up on the held-out problems
+  (``best/`` against ``final/``), and where would early stopping with a patience of 3
+  evaluations stop, keeping which step;
 - (d) the tester as a reward model: ``tiny-llama``'s warm start trained by TRL's GRPOTrainer on the
   tests of the (a) ``cure`` run's final model, frozen (``TesterReward``), against the same coder
   on the gold tests through the same reward (``TesterReward.from_gold``).
 
-Seeds 0 1 2 (``--quick``: the first only); every run's wall time is printed and kept in
+Seeds 0 1 2 (``--quick``: the first only; (c): the first); every run's wall time is printed and kept in
 ``summary.json``; finished runs are read back, so an interrupted table resumes.
 
 ``warmstart``: the two warm starts' per-family starting figures on ``train`` problems (the ones
@@ -144,11 +146,11 @@ def second_half(steps: list[dict], key: str) -> float | None:
 
 
 def run_pair(out: Path, seed: int, source: str, extra: list[str], config: Path | None = None,
-             flags: tuple = ()) -> dict:
+             flags: tuple = (), name: str | None = None) -> dict:
     """One pair ``coevo train --config`` in a fresh process (``config``, default the source's
-    own, with ``flags``): per agent, its evaluations, the second half's label figures and its
-    weak families' accuracy."""
-    run = out / f"{source}-seed{seed}"
+    own, with ``flags``; its folder ``<name or source>-seed<seed>``): per agent, its evaluations,
+    the second half's label figures and its weak families' accuracy."""
+    run = out / f"{name or source}-seed{seed}"
     if (run / "bench.json").is_file():
         return json.loads((run / "bench.json").read_text())  # done already: resumable
     wall, rss = _launch(run, [sys.executable, "-m", "coevo_code.cli", "train", "--config",
@@ -419,7 +421,7 @@ SINGLE = {"cure": "both", "coder_only": "code", "tester_only": "test"}
 LABEL_FREE = {"partner": (PAIR_CONFIGS["partner"], ()),
               "self_majority": (PAIR_CONFIGS["self_majority"], ()),
               # the frozen labeller (tiny-llama's warm start) writes its completions for every
-              # training problem at the start: 480 of them, the problems 60 steps visit
+              # training problem at the start: 480 of them, as many as 60 steps visit
               "frozen": (PAIR_CONFIGS["partner"], ("--label_source", "frozen",
                                                    "--frozen_model", "tiny-llama",
                                                    "--tasks_limit", "480")),
@@ -481,6 +483,13 @@ def stop_step(evals: list[dict], patience: int) -> int | None:
     return None
 
 
+def kept_step(evals: list[dict], stop: int | None) -> int:
+    """The step whose checkpoint early stopping that stops at ``stop`` keeps: the best
+    validation score up to there (the first of equals, as ``keep_best`` keeps it)."""
+    seen = [e for e in evals if stop is None or e["step"] <= stop]
+    return max(seen, key=lambda e: (e["code_acc"], -e["step"]))["step"]
+
+
 def run_long(out: Path, seed: int, steps: int, extra: list[str]) -> dict:
     """(c) The self-majority pair run long, scored every ``steps // 10`` steps on 24 labelled
     ``train`` problems (the small validation set; labels never reach a reward), ``best/`` kept;
@@ -488,12 +497,15 @@ def run_long(out: Path, seed: int, steps: int, extra: list[str]) -> dict:
     flags = ("--max_steps", str(steps), "--eval_steps", str(steps // 10), "--save_steps",
              str(steps), "--eval_tasks_split", "train", "--eval_tasks_limit", "24",
              "--keep_best")
-    rec = run_pair(out, seed, "self_long", extra, PAIR_CONFIGS["self_majority"], flags)
-    run = out / f"self_long-seed{seed}"
+    rec = run_pair(out, seed, "self_long", extra, PAIR_CONFIGS["self_majority"], flags,
+                   name=f"self_long{steps}")
+    run = out / f"self_long{steps}-seed{seed}"
     for name, a in rec["agents"].items():
+        stop = stop_step(a["evals"], 3)
+        a.update(stop_step=stop, kept_step=kept_step(a["evals"], stop))
         if "best_heldout" not in a:
             best = json.loads((run / name / "best" / "best.json").read_text())
-            a.update(best_step=best["step"], stop_step=stop_step(a["evals"], 3),
+            a.update(best_step=best["step"],
                      best_heldout=heldout_eval(run / name / "best", seed),
                      final_heldout=heldout_eval(run / name / "final", seed))
     rec.update(group="c", row="self_long")
@@ -548,15 +560,15 @@ def comparisons(records: list[dict]) -> str:
             continue
         for name, a in r["agents"].items():
             rows.setdefault((r["group"], r["row"], name), []).append((r, a))
-    starts = {}
+    starts = {}  # each model's first evaluation; (d)'s own, scored after the run
     for (group, row, name), got in rows.items():
-        starts.setdefault(name, got[0][1]["evals"][0])
+        starts.setdefault(f"{name} (d)" if group == "d" else name, got[0][1]["evals"][0])
         lines.append(f"({group}) {row:<24}{name:<7}{len(got):>6}"
                      f"{statistics.fmean(r['wall_s'] for r, _ in got):>8.0f}  " + "".join(
                          f"{_spread([a['evals'][-1].get(k) for _, a in got]):>20}"
                          for k in TABLE_FIGS))
     for name, e in starts.items():
-        lines.append(f"{'(start) warm start':<28}{name:<7}{'':>6}{'':>8}  "
+        lines.append(f"{'(start) warm start':<28}{name:<11}{'':>2}{'':>8}  "
                      + "".join(f"{_fmt(e.get(k)):>20}" for k in TABLE_FIGS))
     for r in records:
         if r["group"] != "c":
@@ -569,9 +581,10 @@ def comparisons(records: list[dict]) -> str:
             curve = " ".join(f"{e['step']}:{e['code_acc']:.2f}" for e in a["evals"])
             lines.append(f"    {name:<6} {curve}")
             b, f = a["best_heldout"], a["final_heldout"]
-            lines.append(f"    {name:<6} best/ (step {a['best_step']}; patience 3 stops at step "
-                         f"{a['stop_step']}): " + ", ".join(f"{k} {_fmt(b.get(k))}"
-                                                           for k in TABLE_FIGS)
+            stop = ("would not stop" if a["stop_step"] is None else
+                    f"would stop at step {a['stop_step']}, keeping step {a['kept_step']}")
+            lines.append(f"    {name:<6} best/ (step {a['best_step']}; patience 3 {stop}): "
+                         + ", ".join(f"{k} {_fmt(b.get(k))}" for k in TABLE_FIGS)
                          + "; final/: " + ", ".join(f"{k} {_fmt(f.get(k))}" for k in TABLE_FIGS))
     return "\n".join(lines)
 
@@ -632,7 +645,7 @@ def main_table(args, extra) -> int:
     print(comparisons(records))
     print(f"learning: the table took {time.perf_counter() - t0:.0f} s here (runs already done "
           f"are read back)")
-    return report(args.out, records, [], plot_table, "table.png")
+    return report(args.out, records, [], plot_table, "table.png", "table.json")
 
 
 def main_pair(args, extra) -> int:
@@ -650,14 +663,15 @@ def main_pair(args, extra) -> int:
 
 
 def report(out: Path, records: list[dict], results: list[tuple[str, bool]], draw,
-           png: str) -> int:
-    """Print the claims with PASS or FAIL, write ``summary.json`` and the plot; the exit code."""
+           png: str, summary: str = "summary.json") -> int:
+    """Print the claims with PASS or FAIL, write ``summary`` (``pair`` and ``table`` share a
+    folder, each its own file) and the plot; the exit code."""
     for text, ok in results:
         print(f"{'PASS' if ok else 'FAIL'}  {text}")
-    (out / "summary.json").write_text(json.dumps(
+    (out / summary).write_text(json.dumps(
         {"records": records, "claims": [{"claim": t, "ok": ok} for t, ok in results]}, indent=1))
     draw(records, out / png)
-    print(f"learning: {out / 'summary.json'}, {out / png}")
+    print(f"learning: {out / summary}, {out / png}")
     return 0 if all(ok for _, ok in results) else 1
 
 

@@ -256,3 +256,21 @@ def test_short_pair_labels_agree_with_gold(tmp_path):
         evals = [json.loads(x) for x in (run / agent / "eval.jsonl").read_text().splitlines()]
         assert [e["step"] for e in evals] == [0, 24] and set(EVAL_KEYS) <= set(evals[0])
         assert evals[0]["problems"] == 20
+
+
+def test_early_stopping_figures_of_the_long_run():
+    """``benchmarks/learning.py``'s row (c): where early stopping with a patience of 3
+    evaluations stops (the trainer's rule: strictly better resets the count) and which step's
+    checkpoint it keeps (the best up to there, the first of equals), against ``best/``, the best
+    of the whole run."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import learning
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    accs = [0.45, 0.35, 0.45, 0.30, 0.50, 0.52]
+    evals = [{"step": 9 * i, "code_acc": a} for i, a in enumerate(accs)]
+    assert learning.stop_step(evals, 3) == 27  # 0.45 is not beaten at steps 9, 18, 27
+    assert learning.kept_step(evals, 27) == 0  # the warm start; best/ is step 45
+    assert learning.kept_step(evals, None) == 45
+    assert learning.stop_step(evals, 4) is None
