@@ -34,8 +34,8 @@ best-of-4x4; mean and min-max over seeds) in one table, and ``table.png``:
   tests of the (a) ``cure`` run's final model, frozen (``TesterReward``), against the same coder
   on the gold tests through the same reward (``TesterReward.from_gold``).
 
-Seeds 0 1 2 (``--quick``: the first only; (c): the first); every run's wall time is printed and kept in
-``summary.json``; finished runs are read back, so an interrupted table resumes.
+Seeds 0 1 2 (``--quick``: the first only; (c): the first); every run's wall time is printed and
+kept in ``table.json``; finished runs are read back, so an interrupted table resumes.
 
 ``warmstart``: the two warm starts' per-family starting figures on ``train`` problems (the ones
 RL labels): ``--samples`` solutions per problem at temperature 1, ``--per_family`` problems of each
