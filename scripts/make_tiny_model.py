@@ -64,7 +64,7 @@ WEAK = {"qwen2": ("reverse_words", "take", "count_value", "extreme", "add_each")
 # "plus") teaches the model to ignore that word, and RL then settles on one direction for both.
 DOMINANT = {"extreme": 2, "add_each": 2}
 PROFILES = {"weak": {"right": 0.35, "dominant": 0.55}, "strong": {"right": 0.85, "dominant": 0.0}}
-SFT = {"epochs": {"qwen2": 4, "llama": 5}, "learning_rate": 5e-3, "batch": 32, "size": 4000,
+SFT = {"epochs": {"qwen2": 4, "llama": 3}, "learning_rate": 5e-3, "batch": 32, "size": 4000,
        "tests_per_problem": 2}
 
 
