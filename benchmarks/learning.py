@@ -10,7 +10,9 @@ without labels where self-labelling does not? Each run as a new user runs it (a 
 ``tiny-llama`` labelling each other, ``label_source: partner``) and its control
 ``configs/pair-tiny-cpu-self.yaml`` (each agent labelled by its own majority vote). Per agent:
 held-out figures first and last, the mean ``pseudo_label_kappa`` and ``labelled`` over the second
-half of the run, and the final held-out accuracy on the agent's weak families (the five its warm
+half of the run, the share of the labels it trains on that equal the gold verdict over the second
+half on its weak and on its strong families (``right w/s``: where its labeller is strong, and
+where weak), and the final held-out accuracy on the agent's weak families (the five its warm
 start was fine-tuned to get wrong, ``WEAK`` in ``scripts/make_tiny_model.py``). Claims: each
 partner agent's kappa >= 0.3 with labelled >= 0.5 and held-out ``code_acc`` rising >= 0.15, each
 run <= 360 s wall on 2 cores; under self-labelling each agent's weak-family accuracy is >= 0.05
@@ -139,6 +141,26 @@ def family_acc(ev: dict, families) -> float | None:
     return sum(a * p for a, p in parts) / n if n else None
 
 
+def labels_right(steps: list[dict], weak, on_weak: bool) -> float | None:
+    """Share of the agent's solutions whose pseudo-label equals the gold verdict, pooled over
+    ``steps`` (``pseudo_label_by_family``) and the problems of its weak families (``on_weak``)
+    or of its strong ones; a composition counts as its outer family, whose mistakes the warm
+    start's corpus gives it."""
+    sys.path.insert(0, str(ROOT))
+    from coevo_code.training.report import label_accuracy_by_family
+    pooled = [c for f, c in label_accuracy_by_family(steps).items()
+              if (f.split("+")[-1] in weak) == on_weak]
+    judged = sum(n for _, n in pooled)
+    return sum(a for a, _ in pooled) / judged if judged else None
+
+
+def label_counts(steps: list[dict]) -> dict:
+    """Per family, the 2 x 2 counts of the agent's pseudo-labels against gold over ``steps``."""
+    sys.path.insert(0, str(ROOT))
+    from coevo_code.training.report import label_counts_by_family
+    return {f: m.tolist() for f, m in label_counts_by_family(steps).items()}
+
+
 def second_half(steps: list[dict], key: str) -> float | None:
     xs = [s.get(key) for s in steps[len(steps) // 2:]]
     xs = [x for x in xs if x is not None]
@@ -166,14 +188,20 @@ def run_pair(out: Path, seed: int, source: str, extra: list[str], config: Path |
             "labelled_2nd_half": second_half(steps, "labelled"),
             "pseudo_label_acc_2nd_half": second_half(steps, "pseudo_label_acc"),
             "weak_first": family_acc(evals[0], weak[name]),
-            "weak_last": family_acc(evals[-1], weak[name])}
+            "weak_last": family_acc(evals[-1], weak[name]),
+            # the labels this agent trains on, right on its weak / its strong families
+            "labels_right_weak_2nd_half": labels_right(steps[len(steps) // 2:], weak[name], True),
+            "labels_right_strong_2nd_half": labels_right(steps[len(steps) // 2:], weak[name],
+                                                         False),
+            "label_counts_2nd_half": label_counts(steps[len(steps) // 2:])}
     rec = {"seed": seed, "source": source, "wall_s": wall, "peak_rss_mb": rss, "agents": agents}
     (run / "bench.json").write_text(json.dumps(rec))
     return rec
 
 
 def pair_table(records: list[dict]) -> str:
-    head = (f"{'run':<20}{'wall s':>7}{'kappa':>7}{'labelled':>9}{'weak fams':>16}  "
+    head = (f"{'run':<20}{'wall s':>7}{'kappa':>7}{'labelled':>9}{'right w/s':>11}"
+            f"{'weak fams':>16}  "
             + "  ".join(f"{k:>21}" for k in FIGS))
     lines = [head, "-" * len(head)]
     for r in records:
@@ -184,6 +212,8 @@ def pair_table(records: list[dict]) -> str:
             lines.append(f"{r['source'][:7] + '/' + str(r['seed']) + '/' + name:<20}"
                          f"{r['wall_s']:>7.0f}{_fmt(a['kappa_2nd_half']):>7}"
                          f"{_fmt(a['labelled_2nd_half']):>9}"
+                         f"{_fmt(a.get('labels_right_weak_2nd_half')) + '/':>6}"
+                         f"{_fmt(a.get('labels_right_strong_2nd_half')):<5}"
                          f"{_fmt(a['weak_first']) + ' -> ' + _fmt(a['weak_last']):>16}  {cells}")
     return "\n".join(lines)
 

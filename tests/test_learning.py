@@ -17,7 +17,7 @@ from coevo_code.execution import Executor
 
 from coevo_code.evaluation.heldout import EVAL_KEYS, evaluate_model, problem_eval, summarize
 from coevo_code.tasks.model import seeded_sample
-from coevo_code.tasks.world import generate
+from coevo_code.tasks.world import FAMILIES, generate
 from coevo_code.training.scoring import control_rewards, trained_roles
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -259,6 +259,20 @@ def test_short_pair_labels_agree_with_gold(tmp_path):
         assert [e["step"] for e in evals] == [0, 24] and set(EVAL_KEYS) <= set(evals[0])
         assert evals[0]["problems"] == 20
         assert evals[1]["ut_acc"] > evals[0]["ut_acc"], (agent, evals)
+        for s in steps:  # every world problem names its family: the counts add up to the whole
+            fams = s["pseudo_label_by_family"]
+            if s["pseudo_label_acc"] is None:
+                assert fams is None
+                continue
+            assert set(fams) <= set(FAMILIES)
+            joint = np.sum(list(fams.values()), axis=0)
+            assert joint.sum() > 0
+            assert np.trace(joint) / joint.sum() == pytest.approx(s["pseudo_label_acc"])
+    rep = subprocess.run([sys.executable, "-m", "coevo_code.cli", "report", str(run)], env=ENV,
+                         capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    for f in ("pair.png", "cross_bon.png", "labels_by_family.png"):
+        assert (run / f).stat().st_size > 5000, f
 
 
 def test_early_stopping_figures_of_the_long_run():

@@ -132,8 +132,9 @@ def test_length_shaping_returns_cure_advantages():
 
 def test_batch_metrics_keys_and_undefined_values():
     m = batch_metrics([])
-    assert list(m) == list(METRIC_KEYS) + ["joint_errors", "cross_bon"]
-    assert all(m[k] is None for k in ("labelled", "agreement", "kappa", "joint_errors"))
+    assert list(m) == list(METRIC_KEYS) + ["joint_errors", "cross_bon", "pseudo_label_by_family"]
+    assert all(m[k] is None for k in ("labelled", "agreement", "kappa", "joint_errors",
+                                      "pseudo_label_by_family"))
     assert m["code_acc"] is None and m["problems"] == 0 and m["exec_cells_per_s"] is None
     b = prepare(STDIO, [GOOD, WRONG], [_t("3\n", "6\n"), _t("2\n", "4\n")], RewardOptions())
     s = score(b, {"passed": [[True, True, True, True], [True, False, False, True]]},
@@ -145,6 +146,48 @@ def test_batch_metrics_keys_and_undefined_values():
     assert all(v is None or math.isfinite(v) for v in m.values())
     json.dumps(m)
 
+
+
+def test_pseudo_label_counts_pool_per_family():
+    """``pseudo_label_by_family`` holds the 2 x 2 counts behind ``pseudo_label_kappa`` per task
+    family (pseudo-label says wrong x gold says wrong): problems without a family, unlabelled
+    ones and ones with nothing judged add nothing to it; the report pools them over steps."""
+    import numpy as np
+
+    from coevo_code.metrics import TestCounts, joint_errors
+    from coevo_code.training.report import label_accuracy_by_family, label_counts_by_family
+    from coevo_code.training.scoring import ProblemScore
+
+    def ps(family, pseudo_wrong, gold_wrong, labelled=True):
+        m = joint_errors(pseudo_wrong, gold_wrong)
+        return ProblemScore(task_id="t", code_rewards=[], test_rewards=[], n_solutions=4,
+                            n_correct=None, counts=TestCounts(), bon=float("nan"),
+                            code_parse_failures=0, test_parse_failures=0, code_lengths=[],
+                            test_lengths=[], cells=0, labelled=labelled,
+                            pseudo_hits=(int(np.trace(m)), int(m.sum())), pseudo_joint=m,
+                            family=family)
+    f, t = False, True
+    m = batch_metrics([ps("take", [f, f, t, t], [f, t, t, t]),   # passes one wrong solution
+                       ps("take", [t, f, f, f], [f, f, f, f]),   # fails one right solution
+                       ps("extreme", [f, f, f, f], [t, t, t, t]),
+                       ps(None, [f, t, f, t], [f, t, f, t]),
+                       ps("add_const", [], []),
+                       ps("pick_word", [f] * 4, [f] * 4, labelled=None)])
+    assert m["pseudo_label_by_family"] == {"extreme": [[0, 4], [0, 0]],
+                                           "take": [[4, 1], [1, 2]]}
+    assert list(m["pseudo_label_by_family"]) == ["extreme", "take"]  # sorted: stable lines
+    assert m["pseudo_label_acc"] == 10 / 16  # every labelled problem, family or not
+    json.dumps(m)
+    lines = [{"step": 1, "pseudo_label_by_family": m["pseudo_label_by_family"]},
+             {"step": 2, "pseudo_label_by_family": None},
+             {"step": 3, "pseudo_label_by_family": {"take": [[1, 0], [0, 3]],
+                                                    "count_word": [[0, 2], [2, 0]]}}]
+    pooled = label_counts_by_family(lines)
+    assert list(pooled) == ["count_word", "extreme", "take"]
+    assert pooled["take"].tolist() == [[5, 1], [1, 5]]
+    assert label_accuracy_by_family(lines) == {"count_word": (0, 4), "extreme": (0, 4),
+                                               "take": (10, 12)}
+    assert label_counts_by_family([]) == {}
 
 # ---- the native loader and the bundled problems -------------------------------------------------
 def test_bundled_problems_load_and_every_reference_passes(executor):

@@ -3,12 +3,16 @@
 For a pair or ring (a directory whose ``config.yaml`` lists ``agents``) each agent's curves go into
 its subfolder, and the run directory gets the cross-agent views: ``pair.png`` (per agent: gold code
 accuracy, pseudo-label accuracy, label agreement with the peer, Cohen's kappa of the errors, code
-reward std (collapse shows as it going to zero), share of problems labelled) and
-``cross_bon.png`` (best-of-N of each agent's solutions ranked by each agent's tests)."""
+reward std (collapse shows as it going to zero), share of problems labelled),
+``cross_bon.png`` (best-of-N of each agent's solutions ranked by each agent's tests) and, where the
+problems name their task family, ``labels_by_family.png`` (each agent's pseudo-label accuracy per
+family, first and second half of the run)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import numpy as np
 
 from .rundir import read_jsonl
 
@@ -49,6 +53,22 @@ PAIR_PANELS = (("code_acc", "code accuracy (gold, logged only)"),
                ("kappa", "Cohen's kappa of errors (with the peer)"),
                ("reward_code_std", "code reward std (collapse -> 0)"),
                ("labelled", "problems labelled"))
+
+
+def label_counts_by_family(lines: list[dict]) -> dict:
+    """``pseudo_label_by_family`` summed over metrics lines: per family, the 2 x 2 counts (numpy,
+    ``M[i, j]``: pseudo-label says wrong (i = 1), gold says wrong (j = 1)). Lines without it
+    (gold runs, nothing labelled) add nothing."""
+    pooled: dict = {}
+    for line in lines:
+        for fam, m in (line.get("pseudo_label_by_family") or {}).items():
+            pooled[fam] = pooled.get(fam, 0) + np.asarray(m, dtype=int)
+    return dict(sorted(pooled.items()))
+
+
+def label_accuracy_by_family(lines: list[dict]) -> dict[str, tuple[int, int]]:
+    """Per family, (pseudo-labels equal to the gold verdict, solutions judged), over ``lines``."""
+    return {f: (int(np.trace(m)), int(m.sum())) for f, m in label_counts_by_family(lines).items()}
 
 
 def _agents(run_dir: Path) -> list[str]:
@@ -132,7 +152,6 @@ def _heldout(plt, run_dir: Path, lines: list, evals: list) -> list[Path]:
     """``heldout.png``: the training batches' curves beside the held-out ones;
     ``heldout_families.png``: held-out code and unit-test accuracy per family, first evaluation
     against the last."""
-    import numpy as np
     from matplotlib.ticker import MaxNLocator
 
     from ..plots import save
@@ -173,7 +192,6 @@ def _heldout(plt, run_dir: Path, lines: list, evals: list) -> list[Path]:
 
 def draw_pair_report(run_dir: Path, agents: list[str]) -> list[Path]:
     """Every agent's own report, then the cross-agent panels in the run directory."""
-    import numpy as np
     from matplotlib.ticker import MaxNLocator
 
     from ..plots import pyplot, save
@@ -227,4 +245,28 @@ def draw_pair_report(run_dir: Path, agents: list[str]) -> list[Path]:
     ax.set(title="Best-of-N: solutions (rows) ranked by tests (cols)", xlabel="tests of",
            ylabel="solutions of")
     out.append(save(fig, run_dir / "cross_bon.png", legend=False))
+
+    halves = {name: (label_accuracy_by_family(ls[:len(ls) // 2]),
+                     label_accuracy_by_family(ls[len(ls) // 2:])) for name, ls in lines.items()}
+    families = sorted({f for h in halves.values() for part in h for f in part})
+    if families:
+        fig, axes = plt.subplots(len(agents), 1, figsize=(max(6.4, 0.8 * len(families) + 2),
+                                                          2.6 * len(agents)), squeeze=False)
+        x = np.arange(len(families))
+        for ax, name in zip(axes[:, 0], agents):
+            for k, (part, label) in enumerate(zip(halves[name], ("first half", "second half"))):
+                judged = [part.get(f, (0, 0))[1] for f in families]
+                acc = [part[f][0] / n if n else np.nan for f, n in zip(families, judged)]
+                xs = x + (k - 0.5) * 0.4
+                ax.bar(xs, acc, 0.4, label=label)
+                for xi, a, n in zip(xs, acc, judged):  # how many solutions; "-": none labelled
+                    ax.text(xi, 0.02 if np.isnan(a) else a + 0.02, str(n) if n else "-",
+                            ha="center", va="bottom", fontsize=6)
+            ax.axhline(0.5, color="gray", lw=0.8, ls=":")
+            ax.set_xticks(x, families, rotation=30, ha="right", fontsize=7)
+            ax.set(ylim=(0, 1.12), ylabel="labels right")
+            ax.set_title(f"{name}: share of its solutions whose pseudo-label equals the gold "
+                         f"verdict (numbers: solutions labelled)", fontsize=9)
+            ax.legend(fontsize=7)
+        out.append(save(fig, run_dir / "labels_by_family.png", legend=False))
     return out

@@ -92,6 +92,7 @@ class ProblemScore:
     pseudo_joint: np.ndarray | None = None    # 2 x 2 counts: pseudo-label wrong x gold says wrong
     joint_err: np.ndarray | None = None       # 2 x 2 gold error counts, me x peer
     cross_bon: np.ndarray | None = None       # agents x agents best-of-N (solutions x tests)
+    family: str | None = None                 # the problem's task family (world), if it has one
 
 
 def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
@@ -153,7 +154,8 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions) 
         n_solutions=len(batch.programs), n_correct=n_correct,
         counts=test_counts(generated, correct), bon=bon,
         code_parse_failures=int((~code_ok).sum()), test_parse_failures=int((~test_ok).sum()),
-        code_lengths=batch.code_lengths, test_lengths=batch.test_lengths, cells=cells)
+        code_lengths=batch.code_lengths, test_lengths=batch.test_lengths, cells=cells,
+        family=batch.task.metadata.get("family"))
 
 
 # ---- label-free: every agent's completions in one matrix --------------------------------------
@@ -356,7 +358,8 @@ METRIC_KEYS = (
     "parse_fail_code", "parse_fail_test", "len_code_mean", "len_test_mean",
     "test_rows_no_signal", "problems", "exec_cells", "exec_cells_per_s",
     "labelled", "vote_agreement", "agreement", "pseudo_label_acc", "pseudo_label_kappa", "kappa")
-MATRIX_KEYS = ("joint_errors", "cross_bon")  # lists of lists, in metrics.jsonl only
+# lists of lists and a dict, in metrics.jsonl only
+MATRIX_KEYS = ("joint_errors", "cross_bon", "pseudo_label_by_family")
 
 
 def _mean_std(values) -> tuple[float | None, float | None]:
@@ -427,12 +430,16 @@ def _label_metrics(scores: Sequence[ProblemScore]) -> dict:
     kappa and
     joint_errors: Cohen's kappa and the 2 x 2 counts of my and my peer's gold errors (i-th
     solution against i-th); cross_bon: best-of-N accuracy of agent a's solutions ranked by agent
-    b's tests, mean over problems. None where undefined (gold runs: all None)."""
+    b's tests, mean over problems; pseudo_label_by_family: per task family (problems that name
+    one, as the task world's do), the 2 x 2 counts behind ``pseudo_label_kappa``, ``M[i][j]``: my
+    solutions the pseudo-label calls wrong (i = 1) or right, that gold calls wrong (j = 1) or
+    right (so ``M[0][1]``: wrong solutions the label passes; summed over steps, per family). None
+    where undefined (gold runs: all None)."""
     lab = [s for s in scores if s.labelled is not None]
     if not lab:
         return {"labelled": None, "vote_agreement": None, "agreement": None,
                 "pseudo_label_acc": None, "pseudo_label_kappa": None, "kappa": None,
-                "joint_errors": None, "cross_bon": None}
+                "joint_errors": None, "cross_bon": None, "pseudo_label_by_family": None}
     votes = [s.vote_agreement for s in lab if s.vote_agreement is not None]
     agree = np.sum([s.label_agree for s in lab], axis=0)
     hits = np.sum([s.pseudo_hits for s in lab], axis=0)
@@ -447,6 +454,10 @@ def _label_metrics(scores: Sequence[ProblemScore]) -> dict:
             valid = (~np.isnan(stack)).sum(axis=0)
             mean = np.where(valid > 0, np.nansum(stack, axis=0) / np.maximum(valid, 1), np.nan)
         cross = [[_num(x) for x in row] for row in mean]
+    by_family: dict[str, np.ndarray] = {}
+    for s in lab:
+        if s.family is not None and s.pseudo_joint is not None and s.pseudo_joint.sum():
+            by_family[s.family] = by_family.get(s.family, 0) + np.asarray(s.pseudo_joint)
     return {
         "labelled": sum(bool(s.labelled) for s in lab) / len(lab),
         "vote_agreement": float(np.mean(votes)) if votes else None,
@@ -456,4 +467,6 @@ def _label_metrics(scores: Sequence[ProblemScore]) -> dict:
         "kappa": kappa_from_joint(joint) if joint is not None else None,
         "joint_errors": joint.astype(int).tolist() if joint is not None else None,
         "cross_bon": cross,
+        "pseudo_label_by_family": ({f: m.astype(int).tolist() for f, m in sorted(by_family.items())}
+                                   if by_family else None),
     }
