@@ -123,14 +123,30 @@ def run_one(out: Path, seed: int, control: str, extra: list[str]) -> dict:
     return rec
 
 
-def weak_families() -> dict[str, tuple[str, ...]]:
-    """Each pair agent's weak families, as its warm start was made (scripts/make_tiny_model.py)."""
+def _make_tiny_model():
+    """scripts/make_tiny_model.py, which says how the warm starts were made."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("make_tiny_model",
                                                   ROOT / "scripts" / "make_tiny_model.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def weak_families() -> dict[str, tuple[str, ...]]:
+    """Each pair agent's weak families, as its warm start was made (scripts/make_tiny_model.py)."""
+    mod = _make_tiny_model()
     return {agent: tuple(mod.WEAK[arch]) for agent, arch in AGENT_ARCH.items()}
+
+
+def dominant_program(task, dominant: dict) -> str | None:
+    """The program of a world problem's dominant mistake: the commonest answer of a warm start
+    weak on its family (``DOMINANT`` in scripts/make_tiny_model.py: which mutant; a composition
+    takes its outer family's)."""
+    mutants = task.metadata.get("mutants") or []
+    if not mutants:
+        return None
+    return mutants[min(dominant.get(task.metadata["family"].split("+")[-1], 0), len(mutants) - 1)]
 
 
 def family_acc(ev: dict, families) -> float | None:
@@ -366,7 +382,10 @@ def plot(records: list[dict], path: Path) -> None:
 
 
 def warmstart(model_name: str, per_family: int, samples: int, seed: int, executor) -> dict:
-    """Per family: right share of samples, share of problems whose majority answer is wrong."""
+    """Per family: right share of samples, share of problems whose majority answer is wrong; as a
+    tester (as many tests as solutions): the share of its tests that are right (the reference
+    passes them) and the share of those that catch the family's dominant mistake (its program
+    fails them): the tests it gives a partner weak on the family."""
     sys.path.insert(0, str(ROOT))
     import dataclasses
 
@@ -375,7 +394,7 @@ def warmstart(model_name: str, per_family: int, samples: int, seed: int, executo
     from coevo_code.generation.tiny import load_tiny
     from coevo_code.matrix import full_matrix
     from coevo_code.rewards import correct_from_gold
-    from coevo_code.roles import coder_messages
+    from coevo_code.roles import coder_messages, tester_messages
     from coevo_code.tasks import load_tasks
     from coevo_code.training.scoring import RewardOptions, _outputs, prepare_joint
 
@@ -409,9 +428,43 @@ def warmstart(model_name: str, per_family: int, samples: int, seed: int, executo
         f = out.setdefault(t.metadata["family"], {"right": [], "majority_wrong": []})
         f["right"].append(float(right.mean()))
         f["majority_wrong"].append(0.0 if major_right else 1.0)
+
+    tests = sample(model, tok, [tester_messages(dataclasses.replace(t, examples=[]))
+                                for t in tasks], samples, 1.0, 64, seed)
+    as_tester = tester_figures(tasks, tests, _make_tiny_model().DOMINANT, executor)
     return {fam: {"right": statistics.fmean(v["right"]),
                   "majority_wrong": statistics.fmean(v["majority_wrong"]),
-                  "problems": len(v["right"])} for fam, v in out.items()}
+                  **as_tester[fam], "problems": len(v["right"])} for fam, v in out.items()}
+
+
+def tester_figures(tasks, test_texts, dominant: dict, executor) -> dict:
+    """Per family, of the tester completions ``test_texts[i]`` written for ``tasks[i]``: the
+    share that are right (the reference passes them; an unparsed one is not) and, of those, the
+    share that catch the family's dominant mistake (its program fails them). Both run in the
+    sandbox."""
+    import numpy as np
+
+    from coevo_code.roles import parse_test
+    jobs = []
+    for t, texts in zip(tasks, test_texts):
+        parsed = [p.test for p in (parse_test(x, t) for x in texts) if p.ok]
+        wrong = dominant_program(t, dominant)
+        jobs.append(t.job(t.references[:1] + ([wrong] if wrong else []), tests=parsed)
+                    if parsed else None)
+    ran = iter(executor.run([j for j in jobs if j is not None]))
+    counts: dict[str, list[int]] = {}
+    for t, texts, job in zip(tasks, test_texts, jobs):
+        c = counts.setdefault(t.metadata["family"], [0, 0, 0])  # tests, right, right and catch
+        c[0] += len(texts)
+        if job is None:
+            continue
+        passed = np.array(next(ran)["passed"], dtype=bool)
+        c[1] += int(passed[0].sum())
+        if len(passed) > 1:
+            c[2] += int((passed[0] & ~passed[1]).sum())
+    return {fam: {"tests_right": right / n if n else None,
+                  "right_tests_catch_dominant": catch / right if right else None}
+            for fam, (n, right, catch) in counts.items()}
 
 
 def main_warmstart(args) -> int:
@@ -424,13 +477,17 @@ def main_warmstart(args) -> int:
         for agent, model in models.items():
             records[model] = warmstart(model, args.per_family, args.samples, args.seeds[0], ex)
     fams = sorted(next(iter(records.values())))
-    print(f"{'family':<18}" + "".join(f"{m + ' right':>22}{m + ' majority wrong':>28}"
+    print(f"{'family':<18}" + "".join(f"{m + ' right':>22}{'majority wrong':>16}"
+                                      f"{'tests right':>13}{'catch dominant':>16}"
                                       for m in models.values()))
     for fam in fams:
         print(f"{fam:<18}" + "".join(
             f"{records[m][fam]['right']:>21.2f}{'*' if fam in weak[a] else ' '}"
-            f"{records[m][fam]['majority_wrong']:>28.2f}" for a, m in models.items()))
-    print("(* a weak family of that model)")
+            f"{records[m][fam]['majority_wrong']:>16.2f}{_fmt(records[m][fam]['tests_right']):>13}"
+            f"{_fmt(records[m][fam]['right_tests_catch_dominant']):>16}"
+            for a, m in models.items()))
+    print("(* a weak family of that model; catch dominant: the share of its right tests that "
+          "the family's dominant mistake fails)")
     for agent, model in models.items():
         w = [records[model][f] for f in weak[agent]]
         wrong = statistics.fmean(x["majority_wrong"] for x in w)

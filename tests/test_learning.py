@@ -180,6 +180,32 @@ def test_fine_tuning_corpus(sandbox):
     assert len(rows) == 20 * (1 + mtm.SFT["tests_per_problem"])
 
 
+def test_tester_figures_count_right_tests_that_catch_the_dominant_mistake(sandbox):
+    """``learning.py warmstart``'s tester columns, on planted tests run in the sandbox: a right
+    test whose input shows the dominant mistake (for ``reverse_words``, no reversal: two words),
+    a right one whose input does not (one word), the dominant mistake's own output (wrong), and a
+    completion with no test in it."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import learning
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from coevo_code.tasks import world
+    task = next(t for t in generate("train", size=40) if t.metadata["family"] == "reverse_words")
+    f, meta = world.FAMILIES["reverse_words"], task.metadata
+    dominant = world.mutant_exprs(task)[0]  # the words joined in their own order
+
+    def test(words, expr):
+        out = world.evaluate(expr, meta["var"], words)
+        return (f"**Test Input:**\n```\n{world.render_input(f, words)}```\n\n"
+                f"**Test Output:**\n```\n{world.render_output(f, out)}```")
+    texts = [test(["cat", "dog"], meta["expr"]), test(["cat"], meta["expr"]),
+             test(["cat", "dog"], dominant), "no test here"]
+    mtm = _make_tiny_model()
+    assert learning.dominant_program(task, mtm.DOMINANT) == meta["mutants"][0]
+    got = learning.tester_figures([task, task], [texts, texts[:1]], mtm.DOMINANT, sandbox)
+    assert got == {"reverse_words": {"tests_right": 3 / 5, "right_tests_catch_dominant": 2 / 3}}
+
 def test_fine_tuning_mistakes():
     """The corpus's mistake profile: the two model families are weak on complementary halves of
     the base families; on a weak family the dominant mistake is the most common answer, and on
