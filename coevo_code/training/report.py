@@ -267,6 +267,6 @@ def draw_pair_report(run_dir: Path, agents: list[str]) -> list[Path]:
             ax.set(ylim=(0, 1.12), ylabel="labels right")
             ax.set_title(f"{name}: share of its solutions whose pseudo-label equals the gold "
                          f"verdict (numbers: solutions labelled)", fontsize=9)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         out.append(save(fig, run_dir / "labels_by_family.png", legend=False))
     return out
