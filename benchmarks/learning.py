@@ -11,8 +11,8 @@ without labels where self-labelling does not? Each run as a new user runs it (a 
 ``configs/pair-tiny-cpu-self.yaml`` (each agent labelled by its own majority vote). Per agent:
 held-out figures first and last, the mean ``pseudo_label_kappa`` and ``labelled`` over the second
 half of the run, the share of the labels it trains on that equal the gold verdict over the second
-half on its weak and on its strong families (``right w/s``: where its labeller is strong, and
-where weak), and the final held-out accuracy on the agent's weak families (the five its warm
+half on its weak and on its strong families (``right w/s``, from ``pseudo_label_by_family``),
+and the final held-out accuracy on the agent's weak families (the five its warm
 start was fine-tuned to get wrong, ``WEAK`` in ``scripts/make_tiny_model.py``). Claims: each
 partner agent's kappa >= 0.3 with labelled >= 0.5 and held-out ``code_acc`` rising >= 0.15, each
 run <= 360 s wall on 2 cores; under self-labelling each agent's weak-family accuracy is >= 0.05

@@ -155,7 +155,13 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions) 
         counts=test_counts(generated, correct), bon=bon,
         code_parse_failures=int((~code_ok).sum()), test_parse_failures=int((~test_ok).sum()),
         code_lengths=batch.code_lengths, test_lengths=batch.test_lengths, cells=cells,
-        family=batch.task.metadata.get("family"))
+        family=_family(batch.task))
+
+
+def _family(task: Task) -> str | None:
+    """The task family a problem names in its metadata (the task world's do), as a string."""
+    family = task.metadata.get("family") if isinstance(task.metadata, dict) else None
+    return None if family is None else str(family)
 
 
 # ---- label-free: every agent's completions in one matrix --------------------------------------
