@@ -139,14 +139,14 @@ def weak_families() -> dict[str, tuple[str, ...]]:
     return {agent: tuple(mod.WEAK[arch]) for agent, arch in AGENT_ARCH.items()}
 
 
-def dominant_program(task, dominant: dict) -> str | None:
+def dominant_program(task, mtm) -> str | None:
     """The program of a world problem's dominant mistake: the commonest answer of a warm start
-    weak on its family (``DOMINANT`` in scripts/make_tiny_model.py: which mutant; a composition
-    takes its outer family's)."""
+    weak on its family (``mtm``: scripts/make_tiny_model.py, whose ``dominant_index`` says which
+    mutant)."""
     mutants = task.metadata.get("mutants") or []
     if not mutants:
         return None
-    return mutants[min(dominant.get(task.metadata["family"].split("+")[-1], 0), len(mutants) - 1)]
+    return mutants[mtm.dominant_index(task.metadata["family"], len(mutants))]
 
 
 def family_acc(ev: dict, families) -> float | None:
@@ -157,24 +157,14 @@ def family_acc(ev: dict, families) -> float | None:
     return sum(a * p for a, p in parts) / n if n else None
 
 
-def labels_right(steps: list[dict], weak, on_weak: bool) -> float | None:
-    """Share of the agent's solutions whose pseudo-label equals the gold verdict, pooled over
-    ``steps`` (``pseudo_label_by_family``) and the problems of its weak families (``on_weak``)
-    or of its strong ones; a composition counts as its outer family, whose mistakes the warm
-    start's corpus gives it."""
-    sys.path.insert(0, str(ROOT))
-    from coevo_code.training.report import label_accuracy_by_family
-    pooled = [c for f, c in label_accuracy_by_family(steps).items()
-              if (f.split("+")[-1] in weak) == on_weak]
-    judged = sum(n for _, n in pooled)
-    return sum(a for a, _ in pooled) / judged if judged else None
-
-
-def label_counts(steps: list[dict]) -> dict:
-    """Per family, the 2 x 2 counts of the agent's pseudo-labels against gold over ``steps``."""
-    sys.path.insert(0, str(ROOT))
-    from coevo_code.training.report import label_counts_by_family
-    return {f: m.tolist() for f, m in label_counts_by_family(steps).items()}
+def labels_right(counts: dict, weak, on_weak: bool) -> float | None:
+    """Share of the agent's solutions whose pseudo-label equals the gold verdict, from the
+    per-family 2 x 2 ``counts`` (``label_counts_by_family``), over the problems of its weak
+    families (``on_weak``) or of its strong ones; a composition counts as its outer family,
+    whose mistakes the warm start's corpus gives it."""
+    pooled = [m for f, m in counts.items() if (f.split("+")[-1] in weak) == on_weak]
+    judged = sum(int(m.sum()) for m in pooled)
+    return sum(int(m.trace()) for m in pooled) / judged if judged else None
 
 
 def second_half(steps: list[dict], key: str) -> float | None:
@@ -194,10 +184,13 @@ def run_pair(out: Path, seed: int, source: str, extra: list[str], config: Path |
     wall, rss = _launch(run, [sys.executable, "-m", "coevo_code.cli", "train", "--config",
                               str(config or PAIR_CONFIGS[source]), "--output_dir", str(run),
                               "--seed", str(seed), *flags, *extra])
+    sys.path.insert(0, str(ROOT))
+    from coevo_code.training.report import label_counts_by_family
     weak = weak_families()
     agents = {}
     for name in AGENT_ARCH:
         evals, steps = _jsonl(run / name / "eval.jsonl"), _jsonl(run / name / "metrics.jsonl")
+        counts = label_counts_by_family(steps[len(steps) // 2:])
         agents[name] = {
             "evals": evals, "steps": len(steps), **_cells(steps, evals),
             "kappa_2nd_half": second_half(steps, "pseudo_label_kappa"),
@@ -206,10 +199,9 @@ def run_pair(out: Path, seed: int, source: str, extra: list[str], config: Path |
             "weak_first": family_acc(evals[0], weak[name]),
             "weak_last": family_acc(evals[-1], weak[name]),
             # the labels this agent trains on, right on its weak / its strong families
-            "labels_right_weak_2nd_half": labels_right(steps[len(steps) // 2:], weak[name], True),
-            "labels_right_strong_2nd_half": labels_right(steps[len(steps) // 2:], weak[name],
-                                                         False),
-            "label_counts_2nd_half": label_counts(steps[len(steps) // 2:])}
+            "labels_right_weak_2nd_half": labels_right(counts, weak[name], True),
+            "labels_right_strong_2nd_half": labels_right(counts, weak[name], False),
+            "label_counts_2nd_half": {f: m.tolist() for f, m in counts.items()}}
     rec = {"seed": seed, "source": source, "wall_s": wall, "peak_rss_mb": rss, "agents": agents}
     (run / "bench.json").write_text(json.dumps(rec))
     return rec
@@ -431,13 +423,13 @@ def warmstart(model_name: str, per_family: int, samples: int, seed: int, executo
 
     tests = sample(model, tok, [tester_messages(dataclasses.replace(t, examples=[]))
                                 for t in tasks], samples, 1.0, 64, seed)
-    as_tester = tester_figures(tasks, tests, _make_tiny_model().DOMINANT, executor)
+    as_tester = tester_figures(tasks, tests, _make_tiny_model(), executor)
     return {fam: {"right": statistics.fmean(v["right"]),
                   "majority_wrong": statistics.fmean(v["majority_wrong"]),
                   **as_tester[fam], "problems": len(v["right"])} for fam, v in out.items()}
 
 
-def tester_figures(tasks, test_texts, dominant: dict, executor) -> dict:
+def tester_figures(tasks, test_texts, mtm, executor) -> dict:
     """Per family, of the tester completions ``test_texts[i]`` written for ``tasks[i]``: the
     share that are right (the reference passes them; an unparsed one is not) and, of those, the
     share that catch the family's dominant mistake (its program fails them). Both run in the
@@ -448,7 +440,7 @@ def tester_figures(tasks, test_texts, dominant: dict, executor) -> dict:
     jobs = []
     for t, texts in zip(tasks, test_texts):
         parsed = [p.test for p in (parse_test(x, t) for x in texts) if p.ok]
-        wrong = dominant_program(t, dominant)
+        wrong = dominant_program(t, mtm)
         jobs.append(t.job(t.references[:1] + ([wrong] if wrong else []), tests=parsed)
                     if parsed else None)
     ran = iter(executor.run([j for j in jobs if j is not None]))

@@ -85,8 +85,14 @@ def answer(rng: random.Random, arch: str, task) -> str | None:
     if r < profile["right"] or not mutants:
         return meta["expr"]
     if r < profile["right"] + profile["dominant"]:
-        return mutants[min(DOMINANT.get(meta["family"].split("+")[-1], 0), len(mutants) - 1)]
+        return mutants[dominant_index(meta["family"], len(mutants))]
     return rng.choice(mutants[1:] or mutants)
+
+
+def dominant_index(family: str, n_mutants: int) -> int:
+    """Which of a problem's ``n_mutants`` mutants is its family's dominant mistake (a
+    composition takes its outer family's)."""
+    return min(DOMINANT.get(family.split("+")[-1], 0), n_mutants - 1)
 
 
 def code_completion(task, expr: str) -> str:

@@ -202,8 +202,8 @@ def test_tester_figures_count_right_tests_that_catch_the_dominant_mistake(sandbo
     texts = [test(["cat", "dog"], meta["expr"]), test(["cat"], meta["expr"]),
              test(["cat", "dog"], dominant), "no test here"]
     mtm = _make_tiny_model()
-    assert learning.dominant_program(task, mtm.DOMINANT) == meta["mutants"][0]
-    got = learning.tester_figures([task, task], [texts, texts[:1]], mtm.DOMINANT, sandbox)
+    assert learning.dominant_program(task, mtm) == meta["mutants"][0]
+    got = learning.tester_figures([task, task], [texts, texts[:1]], mtm, sandbox)
     assert got == {"reverse_words": {"tests_right": 3 / 5, "right_tests_catch_dominant": 2 / 3}}
 
 def test_fine_tuning_mistakes():

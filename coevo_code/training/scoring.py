@@ -160,7 +160,7 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions) 
 
 def _family(task: Task) -> str | None:
     """The task family a problem names in its metadata (the task world's do), as a string."""
-    family = task.metadata.get("family") if isinstance(task.metadata, dict) else None
+    family = task.metadata.get("family")
     return None if family is None else str(family)
 
 
