@@ -20,9 +20,18 @@ by the partner's own agreement").
 
 Rewards of agent i labelled by j (:func:`agent_rewards`):
 
-- code, ``partner``/``ring``/``frozen``: the share of j's accurate tests my solution passes (the
-  pseudo-gold tests; ``all_passed``: 1 if it passes every one), as CURE's code reward on gold tests
-  (arXiv:2506.03136, Sec. 3.1) with j's accurate tests as the gold ones;
+- code, ``partner``/``ring``/``frozen``, judged by ``tests`` (``label_judge``, the default): the
+  share of j's accurate tests my solution passes (the pseudo-gold tests; ``all_passed``: 1 if it
+  passes every one), as CURE's code reward on gold tests (arXiv:2506.03136, Sec. 3.1) with j's
+  accurate tests as the gold ones;
+- code, judged by ``answers``: the same share, with the pseudo-gold tests made of j's *answers*
+  instead of j's tests' expected outputs: j votes on the inputs of every generated test of the
+  problem, mine and its own alike (:func:`block_labels` with ``all_inputs``), and on each input
+  the output j's C gives is the answer (:func:`answer_key`; an input where C's solutions fail is
+  left out). A labeller whose answers are right but whose tests' inputs are too simple to tell
+  the learner's mistake apart (one word, where a program that forgets to reverse the words is
+  right) still labels the mistake wrong wherever some test's input shows it. Co-RL's pA is the
+  labeller's answer accuracy, and this is the reward that uses it;
 - code, ``self_majority``: 1 if my solution is in my own C, else 0 (SRT, arXiv:2505.21444; TTRL,
   arXiv:2504.16084: reward 1 for the majority answer);
 - tests: CURE's test reward (``cure_test_rewards``: Eq. 4 / |W|) of my tests run by j's
@@ -49,6 +58,7 @@ import numpy as np
 from .rewards import _bool2d, accurate_tests, cure_test_rewards, pseudo_gold_code_rewards
 
 SOURCES = ("gold", "partner", "ring", "self_majority", "frozen")
+JUDGES = ("tests", "answers")  # what a labeller's label judges code by (``label_judge``)
 FROZEN = -1  # the labeller index of the frozen source (its block is the last)
 
 
@@ -191,7 +201,8 @@ class PseudoLabel:
 
 def vote(own_passed, outputs, errored=None, threshold: float = 0.0) -> PseudoLabel | None:
     """The labeller's pseudo-label from its solutions x its own tests (``own_passed``) and the
-    solutions' outputs on those tests' inputs; None when unlabelled (see the module doc)."""
+    solutions' outputs on the inputs it votes on (its own tests' inputs; with ``label_judge``
+    ``answers``, every generated test's); None when unlabelled (see the module doc)."""
     v = execution_majority(outputs, errored, threshold)
     if v is None:
         return None
@@ -205,6 +216,54 @@ def judge(label: PseudoLabel | None, vs_labeller_tests, all_passed: bool = False
     if label is None:
         return None
     return pseudo_gold_code_rewards(vs_labeller_tests, label.accurate, all_passed)
+
+
+def answer_key(correct, outputs, errored) -> tuple[list, np.ndarray]:
+    """The labeller's answer on each input: ``outputs[i][j]``/``errored[i, j]`` are labeller
+    solution i's output on input j (every generated test of the problem); ``correct`` marks its
+    pseudo-correct set C. Returns (answers, answered): input j is answered when every solution of
+    C ran on it without error and all gave the same output, which is then ``answers[j]`` (None
+    where unanswered)."""
+    correct = np.asarray(correct, dtype=bool)
+    err = _bool2d(errored, "errored")
+    n, m = err.shape
+    if correct.shape != (n,) or len(outputs) != n:
+        raise ValueError(f"C marks {correct.shape[0]} solutions, outputs and errored have {n} "
+                         f"and {len(outputs)}")
+    members = np.flatnonzero(correct)
+    answers: list = [None] * m
+    answered = np.zeros(m, dtype=bool)
+    if members.size == 0:
+        return answers, answered
+    for j in range(m):
+        if err[members, j].any():
+            continue
+        given = {outputs[i][j] for i in members}
+        if len(given) == 1:
+            answers[j] = given.pop()
+            answered[j] = True
+    return answers, answered
+
+
+def judge_answers(label: PseudoLabel | None, key: tuple[list, np.ndarray] | None, outputs,
+                  errored, all_passed: bool = False):
+    """Code rewards of some solutions against the labeller's answers (:func:`answer_key`): the
+    share of answered inputs on which each gives the labeller's answer (a run that errors gives
+    none; ``all_passed``: 1.0 if it gives every one). ``outputs``/``errored``: these solutions x
+    the same inputs as the key. None without a label or without an answered input."""
+    if label is None or key is None:
+        return None
+    answers, answered = key
+    err = _bool2d(errored, "errored")
+    if err.shape[1] != answered.shape[0]:
+        raise ValueError(f"solutions x inputs has shape {err.shape}, but the key answers "
+                         f"{answered.shape[0]} inputs")
+    cols = np.flatnonzero(answered)
+    if cols.size == 0:
+        return None
+    hit = np.array([[not err[i, j] and outputs[i][j] == answers[j] for j in cols]
+                    for i in range(err.shape[0])], dtype=bool).reshape(err.shape[0], cols.size)
+    return hit.all(axis=1).astype(float) if all_passed else hit.mean(axis=1)
 
 
 @dataclass
@@ -226,26 +285,49 @@ def _blocks(owner, n_blocks):
 
 
 def block_labels(passed, outputs, errored, row_owner, col_owner, n_blocks: int,
-                 threshold: float = 0.0) -> list[PseudoLabel | None]:
-    """Every block's own vote (index b: block b's solutions on block b's tests)."""
+                 threshold: float = 0.0, all_inputs: bool = False) -> list[PseudoLabel | None]:
+    """Every block's own vote (index b: block b's solutions clustered by their outputs on block b's
+    tests' inputs; ``all_inputs``: on the inputs of every block's tests, as ``label_judge``
+    ``answers`` votes). The accurate tests are always among block b's own."""
     passed = np.asarray(passed, dtype=bool)
     errored = np.asarray(errored, dtype=bool)
     rows, cols = _blocks(row_owner, n_blocks), _blocks(col_owner, n_blocks)
+    every = np.arange(passed.shape[1])
     labels = []
     for r, c in zip(rows, cols):
         if len(r) == 0 or len(c) == 0:
             labels.append(None)
             continue
-        out = [[outputs[i][j] for j in c] for i in r]
-        labels.append(vote(passed[np.ix_(r, c)], out, errored[np.ix_(r, c)], threshold))
+        on = every if all_inputs else c
+        out = [[outputs[i][j] for j in on] for i in r]
+        labels.append(vote(passed[np.ix_(r, c)], out, errored[np.ix_(r, on)], threshold))
     return labels
 
 
+def label_verdicts(label: PseudoLabel | None, rows, lab_rows, lab_cols, passed, outputs=None,
+                   errored=None, judge_by: str = "tests", all_passed: bool = False):
+    """Code rewards of the solutions ``rows`` of the joint matrix from the label of the block whose
+    solutions are ``lab_rows`` and tests ``lab_cols``: :func:`judge` (``tests``) or
+    :func:`judge_answers` over every generated input (``answers``; needs ``outputs`` and
+    ``errored``)."""
+    if judge_by not in JUDGES:
+        raise ValueError(f"label_judge must be one of {', '.join(JUDGES)}, got {judge_by!r}")
+    passed = np.asarray(passed, dtype=bool)
+    if judge_by == "tests" or label is None:
+        return judge(label, passed[np.ix_(rows, lab_cols)], all_passed)
+    if outputs is None or errored is None:
+        raise ValueError("label_judge answers needs the solutions' outputs and errored")
+    errored = np.asarray(errored, dtype=bool)
+    key = answer_key(label.correct, [outputs[i] for i in lab_rows], errored[lab_rows])
+    return judge_answers(label, key, [outputs[i] for i in rows], errored[rows], all_passed)
+
+
 def agent_rewards(source: str, agent: int, n_agents: int, passed, labels, row_owner, col_owner,
-                  all_passed: bool = False, post_stage: bool = False) -> AgentRewards:
+                  all_passed: bool = False, post_stage: bool = False, outputs=None, errored=None,
+                  judge_by: str = "tests") -> AgentRewards:
     """Rewards of ``agent``'s solutions and tests on one problem (see the module doc), from the
     joint pass matrix and every block's label (:func:`block_labels`; the frozen labeller is the
-    last block)."""
+    last block); ``judge_by`` ``answers`` needs the joint ``outputs`` and ``errored``."""
     j = supervisor(source, agent, n_agents)
     if j is None:
         raise ValueError("gold labels come from the gold tests, not from agent_rewards")
@@ -262,7 +344,8 @@ def agent_rewards(source: str, agent: int, n_agents: int, passed, labels, row_ow
     if source == "self_majority":
         code = label.correct.astype(float)
     else:
-        code = judge(label, passed[np.ix_(mine_r, lab_c)], all_passed)
+        code = label_verdicts(label, mine_r, lab_r, lab_c, passed, outputs, errored, judge_by,
+                              all_passed)
     test = cure_test_rewards(passed[np.ix_(lab_r, mine_c)], label.correct, post_stage) \
         if len(mine_c) else np.zeros(0)
     pseudo = None if code is None else code >= 1.0

@@ -188,3 +188,64 @@ def test_frozen_and_self_majority_sources(executor):
     s = _score(executor, DOUBLE, [mine], 0, source="self_majority", n_agents=1)
     assert s.code_rewards == [0.0, 1.0, 1.0, 1.0]  # self-reward follows its own wrong majority
     assert s.pseudo_hits == (0, 4) and s.label_agree == (0, 0)  # no peer when alone
+
+
+# ---- judging by the labeller's answers ----------------------------------------------------------
+def test_answer_key_keeps_the_inputs_c_agrees_on():
+    correct = np.array([True, True, False])
+    outs = [["4", "6", "1", "x"], ["4", "7", "1", "x"], ["9", "9", "9", "9"]]
+    err = np.array([[0, 0, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0]], dtype=bool)
+    answers, answered = L.answer_key(correct, outs, err)
+    # input 1: C disagrees; input 3: a member of C errored; the wrong solution never counts
+    assert answered.tolist() == [True, False, True, False]
+    assert answers == ["4", None, "1", None]
+    none = L.answer_key(np.zeros(3, bool), outs, err)
+    assert not none[1].any()
+    with pytest.raises(ValueError, match="C marks 2 solutions"):
+        L.answer_key(correct[:2], outs, err)
+
+
+def test_judge_answers_share_all_passed_and_edge_cases():
+    label = L.PseudoLabel(np.array([True]), np.array([True]), 1.0)
+    key = (["4", None, "1"], np.array([True, False, True]))
+    outs = [["4", "0", "1"], ["4", "0", "2"], ["4", "0", "1"]]
+    err = np.array([[0, 0, 0], [0, 0, 0], [0, 0, 1]], dtype=bool)
+    assert L.judge_answers(label, key, outs, err).tolist() == [1.0, 0.5, 0.5]  # error: no answer
+    assert L.judge_answers(label, key, outs, err, all_passed=True).tolist() == [1.0, 0.0, 0.0]
+    assert L.judge_answers(None, key, outs, err) is None
+    assert L.judge_answers(label, ([None], np.array([False])), [["4"]], [[False]]) is None
+    with pytest.raises(ValueError, match="answers 3 inputs"):
+        L.judge_answers(label, key, [["4"]], [[False]])
+    with pytest.raises(ValueError, match="label_judge must be one of"):
+        L.label_verdicts(label, [0], [0], [0], [[True]], judge_by="votes")
+    with pytest.raises(ValueError, match="needs the solutions' outputs"):
+        L.label_verdicts(label, [0], [0], [0], [[True]], judge_by="answers")
+
+
+REVERSE = Task(id="reverse", source="t", kind="stdio",
+               prompt="Read words and print them in reverse order, joined by spaces.",
+               tests=[TestCase(input=f"{s}\n", output=" ".join(s.split()[::-1]) + "\n")
+                      for s in ("a b", "x y z", "one")])
+REV = code("print(' '.join(input().split()[::-1]))")
+KEEP = code("print(' '.join(input().split()))")  # the mistake a one-word input cannot show
+
+
+def test_answers_catch_a_mistake_the_labellers_tests_cannot_show(executor):
+    # the labeller is right (it reverses) but tests only one-word inputs, on which leaving the
+    # words in order is right too; my tests have longer inputs, some with wrong expected outputs
+    weak = ([REV, REV, REV, KEEP], [io_test("cat", "cat"), io_test("dog", "dog")])
+    mine = ([REV, KEEP, KEEP, KEEP], [io_test("a b c", "c b a"), io_test("p q", "p q")])
+    by_tests = _score(executor, REVERSE, [mine, weak], 0)
+    by_answers = _score(executor, REVERSE, [mine, weak], 0, label_judge="answers")
+    assert by_tests.code_rewards == [1.0, 1.0, 1.0, 1.0]  # every mistake paid in full
+    # four inputs answered by the labeller's C; KEEP agrees on the two one-word ones only
+    assert by_answers.code_rewards == [1.0, 0.5, 0.5, 0.5]
+    assert by_tests.pseudo_hits == (1, 4) and by_answers.pseudo_hits == (4, 4)
+    # only my tests' inputs count, never their expected outputs
+    flipped = (mine[0], [io_test("a b c", "a b c"), io_test("p q", "q p")])
+    again = _score(executor, REVERSE, [flipped, weak], 0, label_judge="answers")
+    assert again.code_rewards == by_answers.code_rewards
+    # my tests, judged by the labeller's C: voting on every input leaves its own KEEP out of C,
+    # so my right test (which catches KEEP) is accurate, where under its own inputs it was not
+    assert by_tests.test_rewards == [-1.0, -1.0] and by_answers.test_rewards == [1.0, -1.0]
+    assert by_answers.vote_agreement == 0.75 and by_tests.vote_agreement == 1.0

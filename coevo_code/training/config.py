@@ -22,6 +22,7 @@ from trl import GRPOConfig
 
 from ..execution.backends import BACKENDS
 from ..execution.launchers import LAUNCHER_CHOICES
+from ..labels import JUDGES as LABEL_JUDGES
 from ..labels import SOURCES as LABEL_SOURCES
 from .scoring import CONTROLS, ROLES_TRAINED
 
@@ -62,6 +63,9 @@ class CoevoConfig(GRPOConfig):
             majority vote), ``frozen`` (a fixed labeller's completions, ``frozen_labels``).
         label_threshold: a vote labels a problem only when its largest cluster holds at least this
             share of the labeller's solutions (else the problem is unlabelled: zero advantage).
+        label_judge: what a label-free label judges a solution by: ``tests`` (the labeller's
+            accurate tests) or ``answers`` (the labeller's pseudo-correct answer on the input of
+            every generated test of the problem, both agents' tests; ``coevo_code.labels``).
         max_gold_tests: gold tests used per problem (CURE: at most 8).
         code_all_passed: code reward 1/0 for passing all gold tests instead of the share passed.
         post_stage: CURE's post-stage test reward (a test counts a wrong solution's catch only if
@@ -137,6 +141,9 @@ class CoevoConfig(GRPOConfig):
     min_len: int = _f(1000, "length shaping: lower clip of the target length (tokens)")
     max_len: int = _f(8000, "length shaping: upper clip of the target length (tokens)")
     label_threshold: float = _lock(0.5, "label-free: least vote share |C|/n that labels a problem")
+    label_judge: str = _lock("tests", "label-free: judge a solution by the labeller's accurate "
+                                      "tests or by its answers on every generated input",
+                             choices=list(LABEL_JUDGES))
     bon_n: int = _f(4, "best-of-N logged every step: solutions")
     bon_m: int = _f(4, "best-of-N logged every step: generated tests")
     reward_control: str = _f("none", "a control run: train on rewards shuffled within each batch "
@@ -224,6 +231,9 @@ class CoevoConfig(GRPOConfig):
                           f"--exec_backend ray)")
         if self.exec_time_limit_s is not None and not self.exec_time_limit_s > 0:
             errors.append(f"--exec_time_limit_s must be > 0, got {self.exec_time_limit_s}")
+        if self.label_judge not in LABEL_JUDGES:
+            errors.append(f"--label_judge must be one of {', '.join(LABEL_JUDGES)}, got "
+                          f"{self.label_judge!r}")
         if not 0.0 <= self.label_threshold <= 1.0:
             errors.append(f"--label_threshold must be in [0, 1], got {self.label_threshold}")
         lo_hi = list(self.curriculum_window or [])

@@ -65,6 +65,7 @@ class RewardOptions:
     bon_m: int = 4
     label_source: str = "gold"
     label_threshold: float = 0.5
+    label_judge: str = "tests"
 
 
 @dataclass
@@ -255,12 +256,14 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     outputs, errored = _outputs(jb, result, probe_result)
     n_blocks = int(max(jb.row_owner.max(initial=-1), jb.col_owner.max(initial=-1)) + 1)
     # every block's plurality vote (the curriculum's estimate), once; a label needs the threshold
-    estimate = L.block_labels(gen, outputs, errored, jb.row_owner, jb.col_owner, n_blocks)
+    estimate = L.block_labels(gen, outputs, errored, jb.row_owner, jb.col_owner, n_blocks,
+                              all_inputs=options.label_judge == "answers")
     labels = [x if x is not None and x.agreement >= options.label_threshold else None
               for x in estimate]
     me = jb.me
     ar = L.agent_rewards(options.label_source, me, jb.n_agents, gen, labels, jb.row_owner,
-                         jb.col_owner, options.code_all_passed, options.post_stage)
+                         jb.col_owner, options.code_all_passed, options.post_stage, outputs,
+                         errored, options.label_judge)
 
     # my block, judged by the gold tests (metrics only)
     my_rows = np.flatnonzero(jb.row_owner == me)
@@ -296,8 +299,12 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     peer = L.peer(me, jb.n_agents)
     if peer is not None:
         verdicts = []
+        every = np.arange(len(jb.row_owner))
         for x in (me, peer):
-            verdicts.append(L.judge(labels[x], gen[:, jb.col_owner == x], all_passed=True))
+            verdicts.append(L.label_verdicts(
+                labels[x], every, np.flatnonzero(jb.row_owner == x),
+                np.flatnonzero(jb.col_owner == x), gen, outputs, errored, options.label_judge,
+                all_passed=True))
         base.label_agree = L.label_agreement(*verdicts)
         if gold_ok is not None:
             ea = ~gold_ok[my_rows]
