@@ -31,15 +31,19 @@ Rewards of agent i labelled by j (:func:`agent_rewards`):
   left out). A labeller whose answers are right but whose tests' inputs are too simple to tell
   the learner's mistake apart (one word, where a program that forgets to reverse the words is
   right) still labels the mistake wrong wherever some test's input shows it. Co-RL's pA is the
-  labeller's answer accuracy, and this is the reward that uses it;
+  labeller's answer accuracy, and this is the reward that uses it. Under ``answers`` every
+  block's vote runs on every input (``self_majority`` and ``frozen`` too), so which problems are
+  labelled, and the curriculum's estimate, follow it as well; stdio outputs reach these functions
+  as the stdio pass rule reads them, whitespace-separated tokens (``training/scoring.py``);
 - code, ``self_majority``: 1 if my solution is in my own C, else 0 (SRT, arXiv:2505.21444; TTRL,
   arXiv:2504.16084: reward 1 for the majority answer);
 - tests: CURE's test reward (``cure_test_rewards``: Eq. 4 / |W|) of my tests run by j's
   solutions, with j's C as the correct set: j's solutions decide which of my tests are accurate;
 - decided edge cases: an unlabelled problem (no vote, a tie, agreement below the threshold) gives
   no reward (None) to both roles, so the trainer gives it zero advantage and counts it; a label
-  with no accurate test gives the code role no reward; a label whose C is every solution of j gives
-  the tests their accuracy only (no wrong solution to catch, as in CURE).
+  with no accurate test (``tests``) or no answered input (``answers``) gives the code role no
+  reward; a label whose C is every solution of j gives the tests their accuracy only (no wrong
+  solution to catch, as in CURE).
 
 Layout of the joint arrays of one problem: rows are the solutions of every block (agents, then the
 frozen labeller), columns the generated tests of every block; ``passed[s, t]`` whether solution s
@@ -228,8 +232,8 @@ def answer_key(correct, outputs, errored) -> tuple[list, np.ndarray]:
     err = _bool2d(errored, "errored")
     n, m = err.shape
     if correct.shape != (n,) or len(outputs) != n:
-        raise ValueError(f"C marks {correct.shape[0]} solutions, outputs and errored have {n} "
-                         f"and {len(outputs)}")
+        raise ValueError(f"C marks {correct.size} solutions, errored has {n} rows and outputs "
+                         f"{len(outputs)}")
     members = np.flatnonzero(correct)
     answers: list = [None] * m
     answered = np.zeros(m, dtype=bool)
@@ -255,9 +259,9 @@ def judge_answers(label: PseudoLabel | None, key: tuple[list, np.ndarray] | None
         return None
     answers, answered = key
     err = _bool2d(errored, "errored")
-    if err.shape[1] != answered.shape[0]:
-        raise ValueError(f"solutions x inputs has shape {err.shape}, but the key answers "
-                         f"{answered.shape[0]} inputs")
+    if err.shape[1] != answered.shape[0] or len(outputs) != err.shape[0]:
+        raise ValueError(f"solutions x inputs has shape {err.shape} with {len(outputs)} rows of "
+                         f"outputs, but the key answers {answered.shape[0]} inputs")
     cols = np.flatnonzero(answered)
     if cols.size == 0:
         return None
@@ -295,10 +299,10 @@ def block_labels(passed, outputs, errored, row_owner, col_owner, n_blocks: int,
     every = np.arange(passed.shape[1])
     labels = []
     for r, c in zip(rows, cols):
-        if len(r) == 0 or len(c) == 0:
+        on = every if all_inputs else c
+        if len(r) == 0 or len(on) == 0:
             labels.append(None)
             continue
-        on = every if all_inputs else c
         out = [[outputs[i][j] for j in on] for i in r]
         labels.append(vote(passed[np.ix_(r, c)], out, errored[np.ix_(r, on)], threshold))
     return labels

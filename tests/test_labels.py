@@ -216,6 +216,8 @@ def test_judge_answers_share_all_passed_and_edge_cases():
     assert L.judge_answers(label, ([None], np.array([False])), [["4"]], [[False]]) is None
     with pytest.raises(ValueError, match="answers 3 inputs"):
         L.judge_answers(label, key, [["4"]], [[False]])
+    with pytest.raises(ValueError, match="with 3 rows of outputs"):
+        L.judge_answers(label, key, outs, err[:2])
     with pytest.raises(ValueError, match="label_judge must be one of"):
         L.label_verdicts(label, [0], [0], [0], [[True]], judge_by="votes")
     with pytest.raises(ValueError, match="needs the solutions' outputs"):
@@ -249,3 +251,18 @@ def test_answers_catch_a_mistake_the_labellers_tests_cannot_show(executor):
     # so my right test (which catches KEEP) is accurate, where under its own inputs it was not
     assert by_tests.test_rewards == [-1.0, -1.0] and by_answers.test_rewards == [1.0, -1.0]
     assert by_answers.vote_agreement == 0.75 and by_tests.vote_agreement == 1.0
+    # the agreement diagnostic judges by answers too: my vote (C = my three KEEPs) and the
+    # labeller's (C = its three REVs) judge all eight solutions oppositely. By tests, my one
+    # accurate test ("p q" -> "p q") fails the four REVs and the labeller's pass everything
+    assert by_answers.label_agree == (0, 8) and by_tests.label_agree == (4, 8)
+
+
+def test_answers_compare_stdout_as_the_stdio_pass_rule_does(executor):
+    # a right solution printing a trailing space passes the gold tests; the answers judge must
+    # not count it as a different answer
+    spaced = code("print(' '.join(input().split()[::-1]) + ' ')")
+    labeller = ([REV, REV, REV, KEEP], [io_test("a b c", "c b a"), io_test("x y", "y x")])
+    mine = ([REV, spaced, KEEP, KEEP], [io_test("one", "one")])
+    s = _score(executor, REVERSE, [mine, labeller], 0, label_judge="answers")
+    assert s.n_correct == 2
+    assert s.code_rewards[:2] == [1.0, 1.0] and s.code_rewards[2] == s.code_rewards[3] < 1.0

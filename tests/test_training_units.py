@@ -320,13 +320,16 @@ def test_config_declares_reward_options_and_lockstep_fields_once():
         assert f.name in config_fields, f.name
         assert config_fields[f.name].default == f.default, f.name
     cfg = CoevoConfig(output_dir="/tmp/x", label_threshold=0.7, bon_n=2, post_stage=True,
-                      label_judge="answers", use_cpu=True, bf16=False, problems_per_generation=1)
+                      label_source="self_majority", label_judge="answers", use_cpu=True,
+                      bf16=False, problems_per_generation=1)
     opts = reward_options(cfg)
     assert (opts.label_threshold, opts.bon_n, opts.post_stage) == (0.7, 2, True)
     assert opts.label_judge == "answers"
-    with pytest.raises(ValueError, match="--label_judge must be one of tests, answers"):
-        CoevoConfig(output_dir="/tmp/x", label_judge="votes", use_cpu=True, bf16=False,
-                    problems_per_generation=1)
+    for judge, why in (("votes", "--label_judge must be one of tests, answers"),
+                       ("answers", "--label_judge answers is for label-free sources")):
+        with pytest.raises(ValueError, match=why):
+            CoevoConfig(output_dir="/tmp/x", label_judge=judge, use_cpu=True, bf16=False,
+                        problems_per_generation=1)
     lock = lockstep_fields()
     assert len(lock) == len(set(lock)) and set(lock) <= set(config_fields)
     for name in ("seed", "tasks", "num_generations", "problems_per_generation", "max_steps",

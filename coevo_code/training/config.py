@@ -234,6 +234,9 @@ class CoevoConfig(GRPOConfig):
         if self.label_judge not in LABEL_JUDGES:
             errors.append(f"--label_judge must be one of {', '.join(LABEL_JUDGES)}, got "
                           f"{self.label_judge!r}")
+        elif self.label_judge != "tests" and self.label_source == "gold":
+            errors.append(f"--label_judge {self.label_judge} is for label-free sources; "
+                          f"--label_source gold judges by the gold tests")
         if not 0.0 <= self.label_threshold <= 1.0:
             errors.append(f"--label_threshold must be in [0, 1], got {self.label_threshold}")
         lo_hi = list(self.curriculum_window or [])

@@ -254,6 +254,9 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     t = b.n_gold
     gen = full[:, t:]
     outputs, errored = _outputs(jb, result, probe_result)
+    if options.label_judge == "answers" and b.task.kind == "stdio":
+        # an answer is a pseudo-gold test: compare stdout as the stdio pass rule does (tokens)
+        outputs = [[" ".join(o.split()) for o in row] for row in outputs]
     n_blocks = int(max(jb.row_owner.max(initial=-1), jb.col_owner.max(initial=-1)) + 1)
     # every block's plurality vote (the curriculum's estimate), once; a label needs the threshold
     estimate = L.block_labels(gen, outputs, errored, jb.row_owner, jb.col_owner, n_blocks,
