@@ -199,6 +199,14 @@ def test_answer_key_keeps_the_inputs_c_agrees_on():
     # input 1: C disagrees; input 3: a member of C errored; the wrong solution never counts
     assert answered.tolist() == [True, False, True, False]
     assert answers == ["4", None, "1", None]
+    # a block with no tests of its own votes on the others' inputs (its accurate tests: none)
+    rows, cols = np.array([0, 0, 1, 1, 1]), np.array([0, 0])
+    outs5 = [["a", "b"], ["c", "d"], ["x", "y"], ["x", "y"], ["z", "y"]]
+    labs = L.block_labels(np.ones((5, 2), bool), outs5, np.zeros((5, 2), bool), rows, cols, 2,
+                          all_inputs=True)
+    assert labs[1].correct.tolist() == [True, True, False] and labs[1].accurate.size == 0
+    assert L.block_labels(np.ones((5, 2), bool), outs5, np.zeros((5, 2), bool), rows, cols,
+                          2)[1] is None
     none = L.answer_key(np.zeros(3, bool), outs, err)
     assert not none[1].any()
     with pytest.raises(ValueError, match="C marks 2 solutions"):
