@@ -98,7 +98,7 @@ def run_train(a: TrainArgs) -> int:
     from ..tasks import LoaderError
     from .exchange import PartnerError
     from .rundir import refuse_existing_run
-    from .run import train
+    from .run import finish_distributed, train
 
     hf_logging.disable_progress_bar()  # shard-writing bars; the training bar stays
 
@@ -123,6 +123,7 @@ def run_train(a: TrainArgs) -> int:
     except PartnerError as e:
         print(f"coevo: {e}", file=sys.stderr)
         return 3
+    finish_distributed()
     if main:
         print(f"coevo: {result.global_step} steps in {time.time() - t0:.0f} s; metrics "
               f"{out / 'metrics.jsonl'}; weights {result.final_dir}; curves: coevo report {out}",

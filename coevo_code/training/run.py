@@ -142,6 +142,16 @@ def reward_options(config: CoevoConfig) -> RewardOptions:
                             for f in dataclasses.fields(RewardOptions)})
 
 
+def finish_distributed() -> None:
+    """End a multi-process run (torchrun) cleanly: destroy the default process group once the
+    last collective is done. Left to interpreter exit, Gloo's worker threads can abort a process
+    that finished its work (SIGABRT, "terminate called without an active exception"). A no-op in
+    a single process."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def _is_main() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
