@@ -4,7 +4,7 @@ without labels where self-labelling does not? Each run as a new user runs it (a 
     python benchmarks/learning.py default [--seeds 0 1 2] [--out runs/learning] [--max_steps N]
     python benchmarks/learning.py pair [--seeds 0 1 2] [--out runs/learning-pair]
     python benchmarks/learning.py table [--quick] [--out runs/learning-pair]
-    python benchmarks/learning.py warmstart
+    python benchmarks/learning.py warmstart [--from RUN]
 
 ``pair``: for every seed, ``configs/pair-tiny-cpu.yaml`` (the warm-started ``tiny`` and
 ``tiny-llama`` labelling each other, ``label_source: partner``) and its control
@@ -45,6 +45,9 @@ family; per family, the share of samples that pass the gold tests and the share 
 majority answer (the largest cluster of samples by their outputs on the gold tests' inputs, the
 vote's clustering; a tie is no majority) is not a right one. Claim: on each model's weak families
 its majority answer is wrong on >= 60% of the problems, while >= 10% of its samples are right.
+``warmstart --from RUN``: the same figures for a pair run's trained weights (``RUN/qwen/final``,
+``RUN/llama/final``) on the same problems: what training changed where the parameter values are
+ones the models were trained on (``heldout`` has values no ``train`` problem has).
 
 ``default``:
 For every seed: the real run, the same run trained on rewards shuffled within each batch
@@ -383,7 +386,6 @@ def warmstart(model_name: str, per_family: int, samples: int, seed: int, executo
 
     from coevo_code import labels as L
     from coevo_code.evaluation.heldout import sample
-    from coevo_code.generation.tiny import load_tiny
     from coevo_code.matrix import full_matrix
     from coevo_code.rewards import correct_from_gold
     from coevo_code.roles import coder_messages, tester_messages
@@ -395,7 +397,7 @@ def warmstart(model_name: str, per_family: int, samples: int, seed: int, executo
         if len(by_family.setdefault(t.metadata["family"], [])) < per_family:
             by_family[t.metadata["family"]].append(t)
     tasks = [t for ts in by_family.values() for t in ts]
-    model, tok = load_tiny(model_name)
+    model, tok = load_model(model_name)
     codes = sample(model, tok, [coder_messages(dataclasses.replace(t, examples=[]))
                                 for t in tasks], samples, 1.0, 64, seed)
 
@@ -427,6 +429,19 @@ def warmstart(model_name: str, per_family: int, samples: int, seed: int, executo
     return {fam: {"right": statistics.fmean(v["right"]),
                   "majority_wrong": statistics.fmean(v["majority_wrong"]),
                   **as_tester[fam], "problems": len(v["right"])} for fam, v in out.items()}
+
+
+def load_model(name: str):
+    """(model, tokenizer): a tiny model's name (``tiny``, ``tiny-llama``), or a saved model's
+    folder (a run's ``<agent>/final``)."""
+    sys.path.insert(0, str(ROOT))
+    if Path(name).is_dir():
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        return (AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32),
+                AutoTokenizer.from_pretrained(name))
+    from coevo_code.generation.tiny import load_tiny
+    return load_tiny(name)
 
 
 def tester_figures(tasks, test_texts, mtm, executor) -> dict:
@@ -464,14 +479,20 @@ def main_warmstart(args) -> int:
     from coevo_code.execution import Executor
     weak = weak_families()
     models = {"qwen": "tiny", "llama": "tiny-llama"}
+    if args.trained:  # a pair run's final weights, on the same problems and samples
+        models = {a: str(args.trained / a / "final") for a in models}
+        missing = [m for m in models.values() if not Path(m).is_dir()]
+        if missing:
+            raise SystemExit(f"learning.py warmstart --from {args.trained}: no {missing[0]}")
     records, results = {}, []
     with Executor() as ex:
         for agent, model in models.items():
             records[model] = warmstart(model, args.per_family, args.samples, args.seeds[0], ex)
     fams = sorted(next(iter(records.values())))
-    print(f"{'family':<18}" + "".join(f"{m + ' right':>22}{'majority wrong':>16}"
+    print(f"{'family':<18}" + "".join(f"{(a if args.trained else m) + ' right':>22}"
+                                      f"{'majority wrong':>16}"
                                       f"{'tests right':>13}{'catch dominant':>16}"
-                                      for m in models.values()))
+                                      for a, m in models.items()))
     for fam in fams:
         print(f"{fam:<18}" + "".join(
             f"{records[m][fam]['right']:>21.2f}{'*' if fam in weak[a] else ' '}"
@@ -481,6 +502,12 @@ def main_warmstart(args) -> int:
     print("(* a weak family of that model; catch dominant: the share of its right tests that "
           "the family's dominant mistake fails)")
     for agent, model in models.items():
+        right = {w: statistics.fmean(v["right"] for f, v in records[model].items()
+                                     if "+" not in f and (f in weak[agent]) == w)
+                 for w in (True, False)}
+        print(f"{agent}: samples right, mean over its weak families {right[True]:.2f}, "
+              f"over its strong families {right[False]:.2f}")
+    for agent, model in (() if args.trained else models.items()):  # item 1: the warm starts
         w = [records[model][f] for f in weak[agent]]
         wrong = statistics.fmean(x["majority_wrong"] for x in w)
         right = min(x["right"] for x in w)
@@ -489,7 +516,8 @@ def main_warmstart(args) -> int:
                         f"{right:.0%})", wrong >= 0.6 and right >= 0.1))
     for text, ok in results:
         print(f"{'PASS' if ok else 'FAIL'}  {text}")
-    (args.out / "warmstart.json").write_text(json.dumps(
+    name = "warmstart-trained.json" if args.trained else "warmstart.json"
+    (args.out / name).write_text(json.dumps(
         {"samples": args.samples, "per_family": args.per_family, "families": records,
          "claims": [{"claim": t, "ok": ok} for t, ok in results]}, indent=1))
     return 0 if all(ok for _, ok in results) else 1
@@ -760,6 +788,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="table: one seed, a shorter long run")
     ap.add_argument("--samples", type=int, default=8, help="warmstart: samples per problem")
     ap.add_argument("--per_family", type=int, default=20, help="warmstart: problems per family")
+    ap.add_argument("--from", dest="trained", type=Path,
+                    help="warmstart: score this pair run's <agent>/final weights instead")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--controls", nargs="+", default=list(CONTROLS), choices=CONTROLS)
     ap.add_argument("--out", type=Path)

@@ -17,7 +17,7 @@ from coevo_code.execution import Executor
 
 from coevo_code.evaluation.heldout import EVAL_KEYS, evaluate_model, problem_eval, summarize
 from coevo_code.tasks.model import seeded_sample
-from coevo_code.tasks.world import FAMILIES, generate
+from coevo_code.tasks.world import BASE, FAMILIES, generate
 from coevo_code.training.scoring import control_rewards, trained_roles
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,6 +205,42 @@ def test_tester_figures_count_right_tests_that_catch_the_dominant_mistake(sandbo
     assert learning.dominant_program(task, mtm) == meta["mutants"][0]
     got = learning.tester_figures([task, task], [texts, texts[:1]], mtm, sandbox)
     assert got == {"reverse_words": {"tests_right": 3 / 5, "right_tests_catch_dominant": 2 / 3}}
+
+def test_warmstart_from_a_run_scores_that_runs_saved_weights(tmp_path, capsys):
+    """``learning.py warmstart --from RUN`` loads ``RUN/<agent>/final`` (the saved weights, not
+    the shipped ones), scores both on the warm starts' problems and writes its own file, with no
+    item-1 claim; a run without those folders is a one-line error naming the flag."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import learning
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from coevo_code.generation.tiny import build_tiny_model, save_tiny
+    run = tmp_path / "run"
+    for agent, name in (("qwen", "tiny-random"), ("llama", "tiny-llama-random")):
+        save_tiny(run / agent / "final", seed=3, name=name)
+    model, _ = learning.load_model(str(run / "llama" / "final"))
+    assert type(model).__name__ == "LlamaForCausalLM"
+    want = build_tiny_model(3, "tiny-llama-random").state_dict()
+    assert all(torch.equal(v, want[k]) for k, v in model.state_dict().items())
+    assert not torch.equal(next(iter(build_tiny_model(4, "tiny-llama-random").parameters())),
+                           next(iter(model.parameters())))
+    out = tmp_path / "out"
+    assert learning.main(["warmstart", "--from", str(run), "--per_family", "1", "--samples", "2",
+                          "--out", str(out)]) == 0
+    got = json.loads((out / "warmstart-trained.json").read_text())
+    assert set(got["families"]) == {str(run / a / "final") for a in ("qwen", "llama")}
+    assert got["claims"] == [] and not (out / "warmstart.json").exists()
+    for figures in got["families"].values():
+        assert set(figures) >= set(BASE)
+        assert all(0.0 <= f["right"] <= 1.0 and f["problems"] == 1 for f in figures.values())
+    printed = capsys.readouterr().out
+    assert "qwen right" in printed and "llama: samples right, mean over its weak families" in printed
+    with pytest.raises(SystemExit, match=r"warmstart --from .*nope: no .*qwen/final"):
+        learning.main(["warmstart", "--from", str(tmp_path / "nope"), "--out", str(out)])
+
 
 def test_fine_tuning_mistakes():
     """The corpus's mistake profile: the two model families are weak on complementary halves of
