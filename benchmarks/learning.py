@@ -545,7 +545,6 @@ def heldout_eval(model_dir: Path, seed: int = 0) -> dict:
         return json.loads(cache.read_text())
     sys.path.insert(0, str(ROOT))
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from coevo_code.evaluation.heldout import evaluate_model
     from coevo_code.execution import Executor
@@ -553,8 +552,7 @@ def heldout_eval(model_dir: Path, seed: int = 0) -> dict:
     from coevo_code.tasks.model import seeded_sample
     torch.set_num_threads(2)
     tasks = seeded_sample(list(load_tasks("world", split="heldout")), HELDOUT, 0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    tok = AutoTokenizer.from_pretrained(model_dir)
+    model, tok = load_model(str(model_dir))
     with Executor(slots=2) as ex:
         res = evaluate_model(model, tok, tasks, ex, k=4, temperature=1.0, max_new_tokens=64,
                              seed=seed)
