@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from training_helpers import PLUMBING, bundled, scripted_rollout, tiny_config  # noqa: E402
 
 from coevo_code.training import train  # noqa: E402
-from coevo_code.training.run import finish_distributed  # noqa: E402
+from coevo_code.training.run import end_worker  # noqa: E402
 
 
 def main(out: str, mode: str, ray_address: str | None = None) -> None:
@@ -33,7 +33,7 @@ def main(out: str, mode: str, ray_address: str | None = None) -> None:
                    "local_ok": step.sharding.local_ok("train"), "steps": res.global_step,
                    "calls": [[m, rows, rewards] for m, rows, rewards in step.calls],
                    "metrics": step.last.metrics}, f)
-    finish_distributed()
+    end_worker()
 
 
 if __name__ == "__main__":

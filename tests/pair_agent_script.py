@@ -43,7 +43,7 @@ def main(out, agent, names, source, model, steps):
     from trl import ModelConfig
 
     from coevo_code.training import train
-    from coevo_code.training.run import finish_distributed
+    from coevo_code.training.run import end_worker
     from coevo_code.training.step import CoevoStep
     torch.set_num_threads(1)
     CoevoStep.KEEP_CALLS = 1000
@@ -62,7 +62,7 @@ def main(out, agent, names, source, model, steps):
     with open(os.path.join(out, name), "w") as f:
         json.dump({"steps": res.global_step, "calls": calls,
                    "tasks": [t.id for t in tasks]}, f)
-    finish_distributed()
+    end_worker()
 
 
 if __name__ == "__main__":

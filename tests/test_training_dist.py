@@ -69,3 +69,36 @@ def test_two_processes(tmp_path, mode, per_process):
     moved = max((pb - pi).abs().max().item() for pb, pi in zip(b.parameters(), init.parameters()))
     diff = max((pa - pb).abs().max().item() for pa, pb in zip(a.parameters(), b.parameters()))
     assert moved > 1e-4 and diff < 1e-5, (moved, diff)
+
+
+END_WORKER = """
+import atexit, os, sys
+import torch.distributed as dist
+from coevo_code.training.run import end_worker
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+def record():
+    with open(sys.argv[1], "w") as f:
+        f.write(f"group alive at exit: {dist.is_initialized()}")
+atexit.register(record)
+sys.stdout.write("written, not flushed")
+end_worker(3)
+print(" and returned")
+"""
+
+
+@pytest.mark.parametrize("world_size", ["2", None])
+def test_end_worker_leaves_a_torchrun_worker_with_its_code(tmp_path, world_size):
+    """A worker (WORLD_SIZE > 1) leaves from end_worker with the code given, its group destroyed
+    before the atexit functions run and its buffered output kept; a single process returns."""
+    env = {k: v for k, v in os.environ.items() if k != "WORLD_SIZE"}
+    if world_size:
+        env["WORLD_SIZE"] = world_size
+    marker = tmp_path / "atexit.txt"
+    p = subprocess.run([sys.executable, "-c", END_WORKER, str(marker)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    if world_size:
+        assert (p.returncode, p.stdout) == (3, "written, not flushed"), p.stderr[-2000:]
+        assert marker.read_text() == "group alive at exit: False"
+    else:
+        assert (p.returncode, p.stdout) == (0, "written, not flushed and returned\n"), p.stderr
+        assert marker.read_text() == "group alive at exit: True"

@@ -98,7 +98,7 @@ def run_train(a: TrainArgs) -> int:
     from ..tasks import LoaderError
     from .exchange import PartnerError
     from .rundir import refuse_existing_run
-    from .run import finish_distributed, train
+    from .run import end_worker, train
 
     hf_logging.disable_progress_bar()  # shard-writing bars; the training bar stays
 
@@ -123,11 +123,11 @@ def run_train(a: TrainArgs) -> int:
     except PartnerError as e:
         print(f"coevo: {e}", file=sys.stderr)
         return 3
-    finish_distributed()
     if main:
         print(f"coevo: {result.global_step} steps in {time.time() - t0:.0f} s; metrics "
               f"{out / 'metrics.jsonl'}; weights {result.final_dir}; curves: coevo report {out}",
               file=sys.stderr)
+    end_worker(0)  # a torchrun worker leaves here; a single process returns
     return 0
 
 
