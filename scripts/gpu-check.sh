@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# The GPU check: one command that proves the GPU path on a machine with one CUDA device (an H100 or
+# H200 lent for minutes, no network), every figure written under OUTDIR (or $OUT).
+#
+#   scripts/gpu-wheels.sh                  # here, with PyPI: fill .whl/ (TRL and what the device lacks)
+#   scripts/gpu-check.sh OUTDIR            # there: about 8 minutes on one H100
+#   scripts/gpu-check.sh --dry-run OUTDIR  # here or in CI: the same steps on CPU, at tiny sizes,
+#                                          # every GPU part skipped by name (about a minute)
+#
+# Steps, each timed and marked PASS, FAIL or SKIP (with the reason) in the summary table:
+#   carry      the size of what travels (tree + .whl) against the device's 64 MiB
+#   cuda       torch sees a CUDA device (which, which driver)
+#   wheels     install .whl/*.whl with --no-index --no-deps into a folder of their own put first on
+#              PYTHONPATH (the device's torch, transformers, accelerate stay as they are); the
+#              project runs from the tree (PYTHONPATH); every need is on the device or carried
+#   tests      pytest -m gpu tests/test_gpu.py (bf16 CURE step, checkpoint and resume, TesterReward,
+#              the engine on CUDA against CPU under greedy decoding, a pair sharing one GPU)
+#   training   benchmarks/training.py --device cuda: coevo step against a bare TRL step, phases
+#   cure-cpu   the default CURE run (`coevo train`, shipped tiny model) on CPU, in the background
+#              from the start: the curve the GPU run is set beside, on the same machine
+#   cure-cuda  the same run with --use_cpu false --bf16 true; cure-curve.tsv holds both curves
+#   grpo-0.5b  benchmarks/grpo_shape.py: a GRPO step of a random model of Qwen2.5-0.5B's shape at
+#              the default batch: generated tokens/s, generation / sandbox / rewards / update, peak
+#              GPU memory
+# It prints the summary table (also OUTDIR/summary.txt, the figures in OUTDIR/figures.json, the
+# whole log in OUTDIR/log.txt) and exits 1 if any step failed, naming each.
+# Environment: PYTHON (default python3), GPU_CHECK_CURE_STEPS (default: the run's own 90),
+# GPU_CHECK_BENCH_STEPS (default 6), GPU_CHECK_SHAPE_STEPS (default 3).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+DRY=0
+OUTDIR=""
+for a in "$@"; do
+  case "$a" in
+    --dry-run) DRY=1 ;;
+    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "gpu-check: unknown option $a (--dry-run, --help)" >&2; exit 2 ;;
+    *) [ -z "$OUTDIR" ] || { echo "gpu-check: one output folder, got $OUTDIR and $a" >&2; exit 2; }
+       OUTDIR=$a ;;
+  esac
+done
+OUTDIR=${OUTDIR:-${OUT:-}}
+if [ -z "$OUTDIR" ]; then
+  echo "gpu-check: give the folder for the figures (an argument or \$OUT)" >&2
+  exit 2
+fi
+mkdir -p "$OUTDIR" && OUTDIR=$(cd "$OUTDIR" && pwd) || { echo "gpu-check: cannot write $OUTDIR" >&2; exit 2; }
+
+PY=${PYTHON:-python3}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/coevo-gpu-check.XXXXXX")
+SITE=$WORK/site
+LOG=$OUTDIR/log.txt
+STEPS=$WORK/steps.tsv
+: >"$LOG"
+: >"$STEPS"
+export OMP_NUM_THREADS=1 TRL_EXPERIMENTAL_SILENCE=1 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" COEVO_GPU_FIGURES=$WORK
+T_START=$(date +%s)
+
+say() { echo "gpu-check: $*" | tee -a "$LOG"; }
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$STEPS"; }
+skip() { say "SKIP $1: $2"; record "$1" SKIP 0 "$2"; }
+# add to the note of the step recorded last
+note_last() {
+  local n; n=$(wc -l <"$STEPS")
+  awk -v L="$n" -v t="$1" 'BEGIN { FS = OFS = "\t" } NR == L { $4 = $4 "; " t } 1' "$STEPS" \
+    >"$STEPS.tmp" && mv "$STEPS.tmp" "$STEPS"
+}
+
+# run NAME LIMIT_S NOTE CMD...: the command's output goes to the log and NAME.out in WORK
+run() {
+  local name=$1 limit=$2 note=$3 t0 rc secs status
+  shift 3
+  say "=== $name (limit ${limit} s): $*"
+  t0=$(date +%s)
+  timeout --kill-after=15 "$limit" "$@" 2>&1 | tee "$WORK/$name.out" >>"$LOG"
+  rc=${PIPESTATUS[0]}
+  secs=$(( $(date +%s) - t0 ))
+  if [ "$rc" = 0 ]; then status=PASS
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then status=FAIL; note="timed out after ${limit} s; $note"
+  else status=FAIL; note="exit $rc; $note"
+  fi
+  tail -n 4 "$WORK/$name.out" | sed "s/^/  $name| /"
+  say "$status $name (${secs} s)"
+  record "$name" "$status" "$secs" "$note"
+  return "$rc"
+}
+
+if [ "$DRY" = 1 ]; then
+  say "dry run on CPU: the same steps at tiny sizes, the GPU parts skipped by name; figures in $OUTDIR"
+else
+  say "GPU run; figures in $OUTDIR"
+fi
+
+# ---- carry --------------------------------------------------------------------------------------
+run carry 60 "tree + .whl against 64 MiB" "$PY" scripts/gpu_check.py carry
+note_last "$(grep -o '= [0-9.]* MiB of' "$WORK/carry.out" | head -1 | sed 's/= //; s/ of//') carried"
+
+# ---- cuda ---------------------------------------------------------------------------------------
+ENV_PY='import json, sys, torch, transformers
+cuda = torch.cuda.is_available()
+env = {"python": sys.version.split()[0], "torch": torch.__version__,
+       "transformers": transformers.__version__, "cuda": cuda,
+       "gpu": torch.cuda.get_device_name(0) if cuda else None,
+       "cuda_runtime": torch.version.cuda,
+       "gpu_mem_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1) if cuda else None}
+print(json.dumps(env)); json.dump(env, open(sys.argv[1], "w"))
+sys.exit(0 if cuda or sys.argv[2] == "dry" else 1)'
+if [ "$DRY" = 1 ]; then
+  "$PY" -c "$ENV_PY" "$WORK/env.json" dry >>"$LOG" 2>&1
+  skip cuda "dry run: no CUDA device used"
+else
+  if ! run cuda 120 "$(nvidia-smi -L 2>/dev/null | head -1)" "$PY" -c "$ENV_PY" "$WORK/env.json" real; then
+    for s in wheels tests training cure-cpu cure-cuda grpo-0.5b; do skip "$s" "torch sees no CUDA device"; done
+    "$PY" scripts/gpu_check.py summary "$STEPS" "$WORK" "$OUTDIR"
+    exit 1
+  fi
+fi
+
+# ---- wheels -------------------------------------------------------------------------------------
+n_whl=$(ls .whl/*.whl 2>/dev/null | wc -l)
+if [ "$DRY" = 1 ]; then
+  if [ "$n_whl" -gt 0 ]; then
+    # installable for the device's interpreter (CPython 3.12, manylinux x86-64), needs read from them
+    run wheels 180 "$n_whl wheels installable for cp312 manylinux; closure complete" bash -c "
+      '$PY' -m pip install -q --no-index --no-deps --no-compile --target '$SITE' \
+        --python-version 3.12 --implementation cp --only-binary=:all: \
+        --platform manylinux2014_x86_64 .whl/*.whl &&
+      '$PY' scripts/gpu_check.py closure --site '$SITE'"
+  else
+    run wheels 120 "no .whl here (scripts/gpu-wheels.sh fills it): closure checked against the pins" \
+      "$PY" scripts/gpu_check.py closure
+  fi
+else
+  if [ "$n_whl" = 0 ]; then
+    say "FAIL wheels: no .whl/*.whl in the tree (run scripts/gpu-wheels.sh here and carry .whl)"
+    record wheels FAIL 0 "no .whl/*.whl: run scripts/gpu-wheels.sh and carry .whl"
+  else
+    run wheels 180 "$n_whl wheels into their own folder" bash -c "
+      '$PY' -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target '$SITE' .whl/*.whl &&
+      PYTHONPATH='$SITE:$PYTHONPATH' '$PY' scripts/gpu_check.py closure --site '$SITE' &&
+      PYTHONPATH='$SITE:$PYTHONPATH' '$PY' -c 'import trl, datasets, coevo_code.training; print(\"trl\", trl.__version__, \"datasets\", datasets.__version__)'"
+  fi
+  export PYTHONPATH="$SITE:$PYTHONPATH"
+fi
+
+# ---- the CPU default run, in the background from here ------------------------------------------
+if [ "$DRY" = 1 ]; then
+  CURE_ARGS=(--max_steps 1 --eval_steps 1 --save_steps 1 --eval_tasks_limit 4)
+  CURE_NOTE="dry: 1 step, 4 held-out problems"
+else
+  CURE_ARGS=()
+  [ -n "${GPU_CHECK_CURE_STEPS:-}" ] && CURE_ARGS=(--max_steps "$GPU_CHECK_CURE_STEPS")
+  CURE_NOTE="the default run${GPU_CHECK_CURE_STEPS:+, $GPU_CHECK_CURE_STEPS steps}"
+fi
+CPU_T0=$(date +%s)
+( timeout --kill-after=15 420 "$PY" -m coevo_code.cli train --output_dir "$WORK/cure-cpu" \
+    "${CURE_ARGS[@]}" --disable_tqdm true >"$WORK/cure-cpu.out" 2>&1
+  echo $? >"$WORK/cure-cpu.rc" ) &
+CPU_PID=$!
+say "cure-cpu started in the background (pid $CPU_PID): coevo train ${CURE_ARGS[*]}"
+
+# ---- tests --------------------------------------------------------------------------------------
+run tests 240 "pytest -m gpu tests/test_gpu.py" "$PY" -m pytest -q -rs -p no:cacheprovider -m gpu \
+  tests/test_gpu.py
+res=$(grep -E '(passed|failed|skipped|error)' "$WORK/tests.out" | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')
+[ "$DRY" = 1 ] && res="$res (no CUDA: each skip is named in log.txt)"
+note_last "$res"
+
+# ---- training benchmark -------------------------------------------------------------------------
+if [ "$DRY" = 1 ]; then
+  run training 240 "dry: CPU, 2 steps, scripted workload only" \
+    "$PY" benchmarks/training.py --device cpu --steps 2 --workload scripted --json "$WORK/training.json"
+else
+  run training 150 "coevo against bare TRL, both workloads" \
+    "$PY" benchmarks/training.py --device cuda --steps "${GPU_CHECK_BENCH_STEPS:-6}" \
+    --json "$WORK/training.json"
+fi
+
+# ---- the default CURE run on CUDA ---------------------------------------------------------------
+if [ "$DRY" = 1 ]; then
+  skip cure-cuda "dry run: the GPU run of the default config is skipped (its CPU twin runs)"
+else
+  run cure-cuda 270 "$CURE_NOTE, --use_cpu false --bf16 true" "$PY" -m coevo_code.cli train \
+    --output_dir "$WORK/cure-cuda" --use_cpu false --bf16 true "${CURE_ARGS[@]}" --disable_tqdm true
+  "$PY" -m coevo_code.cli report "$WORK/cure-cuda" >>"$LOG" 2>&1 \
+    && cp "$WORK/cure-cuda/heldout.png" "$OUTDIR/heldout-cuda.png" 2>/dev/null
+  cp "$WORK/cure-cuda/eval.jsonl" "$OUTDIR/cure-eval-cuda.jsonl" 2>/dev/null
+fi
+say "waiting for cure-cpu (pid $CPU_PID)"
+wait "$CPU_PID"
+cpu_rc=$(cat "$WORK/cure-cpu.rc" 2>/dev/null || echo 1)
+cat "$WORK/cure-cpu.out" >>"$LOG"
+tail -n 4 "$WORK/cure-cpu.out" | sed 's/^/  cure-cpu| /'
+if [ "$cpu_rc" = 0 ]; then cpu_status=PASS; else cpu_status=FAIL; fi
+say "$cpu_status cure-cpu ($(( $(date +%s) - CPU_T0 )) s, in the background)"
+record cure-cpu "$cpu_status" $(( $(date +%s) - CPU_T0 )) "$CURE_NOTE on CPU, background$([ "$cpu_rc" = 0 ] || echo "; exit $cpu_rc")"
+"$PY" -m coevo_code.cli report "$WORK/cure-cpu" >>"$LOG" 2>&1 \
+  && cp "$WORK/cure-cpu/heldout.png" "$OUTDIR/heldout-cpu.png" 2>/dev/null
+cp "$WORK/cure-cpu/eval.jsonl" "$OUTDIR/cure-eval-cpu.jsonl" 2>/dev/null
+if [ "$DRY" = 1 ]; then
+  "$PY" scripts/gpu_check.py curve "$WORK/cure-cpu" >"$OUTDIR/cure-curve.tsv" 2>>"$LOG"
+else
+  "$PY" scripts/gpu_check.py curve "$WORK/cure-cpu" "$WORK/cure-cuda" >"$OUTDIR/cure-curve.tsv" 2>>"$LOG"
+fi
+
+# ---- a GRPO step of Qwen2.5-0.5B's shape --------------------------------------------------------
+if [ "$DRY" = 1 ]; then
+  run grpo-0.5b 240 "dry: REDUCED shape (2 layers, hidden 64) on CPU, 1 step per workload" \
+    "$PY" benchmarks/grpo_shape.py --device cpu --reduced --steps 1 --json "$WORK/grpo_shape.json"
+else
+  run grpo-0.5b 200 "random weights, Qwen2.5-0.5B's config, default batch" \
+    "$PY" benchmarks/grpo_shape.py --device cuda --steps "${GPU_CHECK_SHAPE_STEPS:-3}" \
+    --json "$WORK/grpo_shape.json"
+fi
+
+say "total $(( $(date +%s) - T_START )) s"
+echo
+"$PY" scripts/gpu_check.py summary "$STEPS" "$WORK" "$OUTDIR" | tee -a "$LOG"
+rc=${PIPESTATUS[0]}
+rm -rf "$WORK"
+exit "$rc"
