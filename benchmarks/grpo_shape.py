@@ -107,7 +107,10 @@ def run(workdir: Path, model_dir: Path, workload: str, steps: int, device: str) 
                       gradient_checkpointing=False, exec_slots=min(8, os.cpu_count() or 1),
                       model_init_kwargs={"dtype": "float32"},
                       torch_threads=1 if device == "cpu" else None)
-    if device == "cuda":
+    if device == "cuda":  # the peak of this workload alone: free what the last one left
+        import gc
+        gc.collect()
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     timer = Timer()
     train(cfg, ModelConfig(model_name_or_path=str(model_dir)), tasks=tasks, callbacks=[timer],

@@ -107,12 +107,12 @@ def closure(site: str | None) -> int:
            "extra": ""}
     path = [site] if site else None
 
-    def dist(name):
-        found = [d for d in metadata.distributions(**({"path": path} if path else {}))
-                 if _norm(d.metadata["Name"]) == name]
-        if not found and path:  # a device package, read from the environment itself
-            found = [d for d in metadata.distributions() if _norm(d.metadata["Name"]) == name]
-        return found[0] if found else None
+    # the carried wheels (read from ``site``) first, then this environment (the device's packages)
+    found = {}
+    for d in list(metadata.distributions(path=path) if path else []) + list(
+            metadata.distributions()):
+        found.setdefault(_norm(d.metadata["Name"] or ""), d)
+    dist = found.get
 
     missing, unmet, used = [], [], set()
     todo = [(Requirement(r), "coevo-code") for r in _project_requirements()]
