@@ -130,9 +130,11 @@ if [ "$DRY" = 1 ]; then
   "$PY" -c "$ENV_PY" "$WORK/env.json" dry >>"$LOG" 2>&1
   skip cuda "dry run: no CUDA device used"
 else
-  if ! run cuda 120 "$(nvidia-smi -L 2>/dev/null | head -1)" "$PY" -c "$ENV_PY" "$WORK/env.json" real; then
+  smi=$(nvidia-smi -L 2>/dev/null | head -1)
+  if ! run cuda 120 "${smi:-nvidia-smi lists no GPU}" "$PY" -c "$ENV_PY" "$WORK/env.json" real; then
     for s in wheels tests training cure-cpu cure-cuda grpo-0.5b; do skip "$s" "torch sees no CUDA device"; done
     "$PY" scripts/gpu_check.py summary "$STEPS" "$WORK" "$OUTDIR"
+    rm -rf "$WORK"
     exit 1
   fi
 fi
