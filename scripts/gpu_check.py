@@ -195,7 +195,12 @@ def summary(steps_tsv: Path, work: Path, outdir: Path) -> int:
     curve_path = outdir / "cure-curve.tsv"
     if curve_path.exists():
         figures["cure_curve_tsv"] = curve_path.read_text()
-    lines = ["| step | result | seconds | note |", "| --- | --- | --- | --- |"]
+    env = figures.get("env") or {}
+    lines = [f"gpu-check on {env.get('gpu') or 'CPU (no CUDA device)'}"
+             + (f" ({env['gpu_mem_gib']} GiB)" if env.get("gpu_mem_gib") else "")
+             + f"; Python {env.get('python')}, torch {env.get('torch')}, transformers "
+               f"{env.get('transformers')}", ""] if env else []
+    lines += ["| step | result | seconds | note |", "| --- | --- | --- | --- |"]
     lines += [f"| {r[0]} | {r[1]} | {r[2]} | {r[3] if len(r) > 3 else ''} |" for r in rows]
     t = figures.get("training")
     if t:
