@@ -61,6 +61,9 @@ STEPS=$WORK/steps.tsv
 : >"$LOG"
 : >"$STEPS"
 export OMP_NUM_THREADS=1 TRL_EXPERIMENTAL_SILENCE=1 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+# nothing here needs the hub (the tiny models ship with the package; the 0.5B shape is built in
+# code), and the GPU machine has no network: fail at once rather than wait on a connection
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" COEVO_GPU_FIGURES=$WORK
 T_START=$(date +%s)
 BUDGET=${GPU_CHECK_BUDGET_S:-480}
