@@ -103,7 +103,10 @@ def main(argv=None) -> None:
     import torch
     torch.set_num_threads(1)
     workloads = ["generate", "scripted"] if args.workload == "both" else [args.workload]
-    report = {"device": args.device, "steps": args.steps}
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("training.py: --device cuda but torch sees no CUDA device")
+    report = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
+              "steps": args.steps}
     for w in workloads:
         with tempfile.TemporaryDirectory() as d:
             base = run_baseline(Path(d), args.steps, args.device, w == "scripted")
