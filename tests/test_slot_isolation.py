@@ -194,3 +194,55 @@ def test_nothing_of_the_attacks_is_left(outcome):
 
 if __name__ == "__main__":
     print(json.dumps(scenarios(sys.argv[1])))
+
+
+# ---- what `coevo doctor` says where the layers cannot hold -----------------------------------------
+def test_without_slot_cgroups_the_report_says_what_is_open():
+    from coevo_code.execution.launchers import DirectLauncher, DockerLauncher
+    off = DirectLauncher(slot_cgroups=False)
+    layers = off.slot_layers({"uid": (False, "not root")})
+    assert not layers["slot-cpu"][0] and "thread flood" in layers["slot-cpu"][1]
+    assert not layers["slot-pids"][0] and "every process id" in layers["slot-pids"][1]
+    # a slot uid bounds each slot's processes (RLIMIT_NPROC counts for it), not its CPU share
+    layers = off.slot_layers({"uid": (True, "uid 61000")})
+    assert layers["slot-pids"][0] and "RLIMIT_NPROC" in layers["slot-pids"][1]
+    assert not layers["slot-cpu"][0]
+    # a container is a cgroup of its own
+    assert all(on for on, _ in DockerLauncher().slot_layers({}).values())
+
+
+def test_slots_run_without_cgroups_when_disabled():
+    from coevo_code.execution.launchers import DirectLauncher
+    with Executor(slots=1, launcher=DirectLauncher(slot_cgroups=False)) as ex:
+        assert "disabled" in ex.isolation["layers"]["slot-cpu"][1]
+        own = Path("/proc/self/cgroup").read_text()
+        assert Path(f"/proc/{ex.server_pids()[0]}/cgroup").read_text() == own
+        assert ex.run([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])[
+            0]["outcomes"] == [["ok"]]
+
+
+def test_cgroup_v2_plan_enables_what_is_delegated_and_says_why_not(tmp_path, monkeypatch):
+    """cgroup v2 cannot be written here (its controllers are bound to v1): the plan's v2 branch
+    on a stand-in hierarchy. Controllers enabled or enabled by us are used; one that is not
+    delegated, or cannot be enabled, is off with the reason."""
+    from coevo_code.execution import slot_cgroups as sc
+    mine = tmp_path / "job"
+    mine.mkdir()
+    (mine / "cgroup.controllers").write_text("cpu memory pids\n")
+    (mine / "cgroup.subtree_control").write_text("cpu\n")  # a plain file: "+pids" is accepted
+    monkeypatch.setattr(sc, "_mounts", lambda: ((str(tmp_path), "/"), {}))
+    monkeypatch.setattr(sc, "_own_paths", lambda: ("/job", {}))
+    monkeypatch.delenv(sc.ENV_PARENT, raising=False)
+    p = sc.plan()
+    assert p.version == 2 and p.parents == {"cpu": str(mine), "pids": str(mine)}
+    (mine / "cgroup.controllers").write_text("cpu\n")
+    p = sc.plan()
+    assert p.parents == {"cpu": str(mine)} and "not delegated" in p.why_not["pids"]
+    (mine / "cgroup.controllers").write_text("cpu pids\n")
+    (mine / "cgroup.subtree_control").unlink()
+    (mine / "cgroup.subtree_control").mkdir()  # unreadable as a file: both off, and why
+    p = sc.plan()
+    assert not p.parents and "cannot read" in p.why_not["cpu"]
+    monkeypatch.setattr(sc, "_own_paths", lambda: ("/elsewhere", {}))
+    p = sc.plan()
+    assert not p.parents and "not mounted" in p.why_not["pids"]

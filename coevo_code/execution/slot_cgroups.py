@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -171,16 +172,19 @@ def plan() -> Plan:
 
 
 _PLAN: Plan | None = None
+_PLAN_LOCK = threading.Lock()
 
 
 def host_plan() -> Plan:
     """:func:`plan`, worked out once per process (stale slot cgroups of dead processes are
-    removed then)."""
+    removed then, before this process makes any)."""
     global _PLAN
-    if _PLAN is None:
-        _PLAN = plan()
-        for d in set(_PLAN.parents.values()):
-            _remove_stale(d)
+    with _PLAN_LOCK:
+        if _PLAN is None:
+            p = plan()
+            for d in set(p.parents.values()):
+                _remove_stale(d)
+            _PLAN = p
     return _PLAN
 
 
