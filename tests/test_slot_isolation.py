@@ -196,7 +196,7 @@ if __name__ == "__main__":
     print(json.dumps(scenarios(sys.argv[1])))
 
 
-# ---- what `coevo doctor` says where the layers cannot hold -----------------------------------------
+# ---- what `coevo doctor` says where the layers cannot hold ---------------------------------------
 def test_without_slot_cgroups_the_report_says_what_is_open():
     from coevo_code.execution.launchers import DirectLauncher, DockerLauncher
     off = DirectLauncher(slot_cgroups=False)
@@ -246,3 +246,23 @@ def test_cgroup_v2_plan_enables_what_is_delegated_and_says_why_not(tmp_path, mon
     monkeypatch.setattr(sc, "_own_paths", lambda: ("/elsewhere", {}))
     p = sc.plan()
     assert not p.parents and "not mounted" in p.why_not["pids"]
+
+
+def test_a_cgroup_the_host_refuses_after_all_leaves_the_slots_running_and_says_so():
+    from coevo_code.execution import slot_cgroups as sc
+    from coevo_code.execution.launchers import DirectLauncher
+
+    class Refused(DirectLauncher):
+        def __init__(self):
+            super().__init__()
+            self.plan = sc.Plan(version=1, parents={"pids": "/nonexistent/pids",
+                                                    "cpu": "/nonexistent/cpu"})
+
+        def cgroup_plan(self):
+            return self.plan
+
+    with Executor(slots=1, launcher=Refused()) as ex:
+        on, why = ex.isolation["layers"]["slot-cpu"]
+        assert not on and "making a slot cgroup failed" in why
+        assert ex.run([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])[
+            0]["outcomes"] == [["ok"]]

@@ -241,8 +241,11 @@ class Launcher:
         p = self.cgroup_plan()
         cgroup = None
         if p.parents:  # the judge enters the slot's cgroups before it (or bubblewrap) runs
-            cgroup = slot_cgroups.SlotCgroup(p, str(cfg.get("token", "x")), int(cfg["slot"]))
-            argv = cgroup.command(argv)
+            try:
+                cgroup = slot_cgroups.SlotCgroup(p, str(cfg.get("token", "x")), int(cfg["slot"]))
+                argv = cgroup.command(argv)
+            except OSError as e:  # the host refused after all: run as before, and say so
+                p.refuse(f"making a slot cgroup failed ({e})")
         # stderr: what bubblewrap or the interpreter says before the judge takes over (it then
         # points its own at /dev/null), read when the judge does not start
         try:

@@ -46,9 +46,11 @@ class Plan:
     parents: dict[str, str] = field(default_factory=dict)  # controller -> parent directory
     why_not: dict[str, str] = field(default_factory=dict)  # controller -> reason it is off
 
-    @property
-    def controllers(self) -> set[str]:
-        return set(self.parents)
+    def refuse(self, why: str) -> None:
+        """Turn every controller off, saying why (this process's later slots run without)."""
+        for c in list(self.parents) or ["pids", "cpu"]:
+            self.why_not[c] = why
+        self.parents.clear()
 
 
 def _mounts() -> tuple[str | None, dict[str, tuple[str, str]]]:
@@ -215,6 +217,13 @@ class SlotCgroup:
         self.plan = p
         self.name = f"coevo-{os.getpid()}-{token}-{slot}"
         self.dirs: dict[str, str] = {}
+        try:
+            self._make(p)
+        except OSError:
+            self.close()
+            raise
+
+    def _make(self, p: Plan) -> None:
         for c, parent in sorted(p.parents.items()):
             d = os.path.join(parent, self.name)
             if d in self.dirs.values():  # v2, or v1 hierarchies mounted together
@@ -227,7 +236,7 @@ class SlotCgroup:
             self.dirs[c] = d
         if "pids" in self.dirs:
             _write(os.path.join(self.dirs["pids"], "pids.max"), str(SLOT_PIDS_MAX))
-        if "cpu" in self.dirs:  # the default weight, written so that a parent's own is not kept
+        if "cpu" in self.dirs:  # the default weight: the share of one task
             try:
                 if p.version == 2:
                     _write(os.path.join(self.dirs["cpu"], "cpu.weight"), "100")
