@@ -212,10 +212,14 @@ class Launcher:
         elif uid:
             pids = (True, "RLIMIT_NPROC 512 per slot uid (no pids cgroup: "
                           + p.why_not.get("pids", "?") + ")" + ns)
+        elif os.geteuid() == 0:
+            pids = (False, p.why_not.get("pids", "?") + "; cells run as root without a slot uid, "
+                    "where RLIMIT_NPROC does not count: one cell could take every process id "
+                    "of the host" + ns)
         else:
-            pids = (False, p.why_not.get("pids", "?") + "; cells run without a slot uid, so "
-                    "RLIMIT_NPROC does not count (root): one cell could take every process "
-                    "id of the host" + ns)
+            pids = (False, p.why_not.get("pids", "?") + "; cells run under this uid, whose "
+                    "process limit (ulimit -u) every slot and this user's other processes "
+                    "share" + ns)
         return {"slot-cpu": cpu, "slot-pids": pids}
 
     def command(self, cfg: dict) -> list[str]:
