@@ -13,7 +13,11 @@ Each repeat: an executor of 2 slots; one job with the flood (400 threads hashing
 while the other runs the honest cells. Prints, per launcher and arm, the honest cells that did
 not pass (N of M) and the median time of the batch.
 
-    python benchmarks/slot_flood.py [--repeats 3] [--launchers direct,bwrap]
+    python benchmarks/slot_flood.py [--repeats 3] [--launchers direct,bwrap] [--before-tree DIR]
+
+``--before-tree`` runs the "before" arm with the code of another checkout instead (``git worktree
+add /tmp/base <commit>``: a commit from before the slot cgroups), to check that the arm without
+them behaves as that code did.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 FLOOD = """
 import hashlib, threading
@@ -49,7 +52,11 @@ EXPECTED = str(sum(range(1500000)))
 def child(launcher: str, per_slot: bool) -> dict:
     from coevo_code.execution import Executor
     from coevo_code.execution.launchers import LAUNCHERS
-    with Executor(slots=2, launcher=LAUNCHERS[launcher](slot_cgroups=per_slot)) as ex:
+    try:
+        chosen = LAUNCHERS[launcher](slot_cgroups=per_slot)
+    except TypeError:  # code from before the slot cgroups (--before-tree)
+        chosen = launcher
+    with Executor(slots=2, launcher=chosen) as ex:
         ex.run([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])
         jobs = [{"id": "flood", "programs": [FLOOD], "time_limit_s": 4.0,
                  "tests": [{"input": "", "output": "x"}]},
@@ -81,9 +88,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--launchers", default="direct,bwrap")
+    ap.add_argument("--before-tree", help="run the 'before' arm with the code in this directory")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:
+    if args.child:  # PYTHONPATH names the code under test
         print(json.dumps(child(args.child[0], args.child[1] == "1")))
         return
     dirs = shared_cgroups()
@@ -92,15 +100,17 @@ def main() -> None:
     enter = "".join(f"open({d + '/cgroup.procs'!r}, 'w').write(str(os.getpid()))\n" for d in dirs)
     runner = (f"import os, runpy, sys\n{enter}sys.argv = sys.argv[1:]\n"
               "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-    arms = {"shared cgroup (before)": "0", "cgroup per slot (now)": "1"}
+    before = f"before ({Path(args.before_tree).name})" if args.before_tree else "shared cgroup"
+    arms = {before: "0", "cgroup per slot (now)": "1"}
     got: dict = {}
     try:
         for _ in range(args.repeats):
             for launcher in args.launchers.split(","):
                 for arm, flag in arms.items():
+                    tree = args.before_tree if flag == "0" and args.before_tree else ROOT
                     r = subprocess.run([sys.executable, "-c", runner, __file__, "--child",
                                         launcher, flag], capture_output=True, text=True,
-                                       timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                                       timeout=300, env=dict(os.environ, PYTHONPATH=str(tree)))
                     if r.returncode != 0:
                         raise SystemExit(f"{launcher} / {arm}: {r.stderr.strip()[-500:]}")
                     got.setdefault((launcher, arm), []).append(
