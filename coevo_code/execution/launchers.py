@@ -9,6 +9,10 @@
   through the ``docker`` SDK, for hosts that have an engine; its image (``coevo build-image``,
   ``image.py``) holds only an interpreter, its standard library and numpy.
 
+Under ``direct`` and ``bwrap`` each slot's judge starts inside cgroups of its own where the host
+lets us make them (``slot_cgroups.py``: a process limit and the CPU share of one task per slot);
+each docker container is one already. :meth:`Launcher.slot_layers` reports what holds.
+
 Each launcher returns a :class:`Channel`: a byte pipe to the server plus a way to kill it.
 """
 
