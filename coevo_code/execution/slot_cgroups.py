@@ -249,15 +249,6 @@ class SlotCgroup:
         dirs = sorted(set(self.dirs.values()))
         return ["/bin/sh", "-c", ENTER, "coevo-slot", str(len(dirs)), *dirs, *argv]
 
-    def pids(self) -> list[int]:
-        out: set[int] = set()
-        for d in set(self.dirs.values()):
-            try:
-                out.update(int(x) for x in _read(os.path.join(d, "cgroup.procs")).split())
-            except (OSError, ValueError):
-                pass
-        return sorted(out)
-
     @staticmethod
     def _kill_in(d: str, wait_s: float = 5.0) -> None:
         kill_file = os.path.join(d, "cgroup.kill")  # v2, Linux >= 5.14: the whole cgroup at once
