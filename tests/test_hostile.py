@@ -63,6 +63,13 @@ HOSTILE = {
     "kill_everything": ("import os, signal\nos.kill(-1, signal.SIGKILL)\nprint('pwned')", "ok"),
     "leave_process_group": ("import os\nos.setpgid(0, 0)\nos.setsid()\nprint('pwned')",
                             "runtime_error"),
+    # 400 threads hashing outside the GIL: every thread's CPU time counts against the cell's
+    # limit; that the other slots' cells stay on time meanwhile is test_slot_isolation.py's
+    "thread_flood": ("import hashlib, threading\nthreading.stack_size(1 << 16)\n"
+                     "buf = b'x' * (1 << 24)\ndef spin():\n    while True:\n"
+                     "        hashlib.sha256(buf).digest()\n"
+                     "for _ in range(400):\n    threading.Thread(target=spin, daemon=True).start()\n"
+                     "threading.Event().wait()\nprint('pwned')", "timeout"),
     "ptrace_parent": ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                       "assert libc.ptrace(16, os.getppid(), 0, 0) == 0\nprint('pwned')",
                       "runtime_error"),

@@ -128,6 +128,11 @@ ADVICE = {
     "container": "optional: a Docker engine and the sandbox image (coevo build-image)",
     "disk": "use the bwrap or docker launcher (cells then write on a size-capped private "
             "/tmp)",
+    "slot-cpu": "run where coevo may create cgroups: root with a writable /sys/fs/cgroup (v1, or "
+                "v2 with cpu and pids delegated; COEVO_SLOT_CGROUP names a delegated v2 cgroup), "
+                "or the docker launcher (a cgroup per container)",
+    "slot-pids": "as for slot-cpu, or per-slot uids (root with the bwrap launcher): "
+                 "RLIMIT_NPROC then bounds each slot",
 }
 
 

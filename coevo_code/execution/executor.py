@@ -322,6 +322,7 @@ class Executor(ExecutorBase):
         hello = self.slots[0].hello
         for name, (on, detail) in hello.get("layers", {}).items():
             layers[name] = (bool(on), detail)
+        layers.update(self.launcher.slot_layers(layers))  # slots kept from each other
         if outer in ("bubblewrap", "docker"):
             layers["disk"] = (True, f"cells write only in their own work dir, on the slot's "
                                     f"{DISK_CAP_MB} MiB private /tmp, emptied after every cell")

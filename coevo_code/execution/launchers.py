@@ -9,6 +9,10 @@
   through the ``docker`` SDK, for hosts that have an engine; its image (``coevo build-image``,
   ``image.py``) holds only an interpreter, its standard library and numpy.
 
+Under ``direct`` and ``bwrap`` each slot's judge starts inside cgroups of its own where the host
+lets us make them (``slot_cgroups.py``: a process limit and the CPU share of one task per slot);
+each docker container is one already. :meth:`Launcher.slot_layers` reports what holds.
+
 Each launcher returns a :class:`Channel`: a byte pipe to the server plus a way to kill it.
 """
 
@@ -24,6 +28,8 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+
+from . import slot_cgroups
 
 SANDBOX_DIR = Path(__file__).resolve().parents[1] / "sandbox"
 
@@ -103,9 +109,11 @@ def readable_by_others(path: str) -> bool:
 class Channel:
     """A started server: ``send``/``recv`` framed marshal messages, ``kill`` it and its group."""
 
-    def __init__(self, proc: subprocess.Popen, description: str):
+    def __init__(self, proc: subprocess.Popen, description: str,
+                 cgroup: slot_cgroups.SlotCgroup | None = None):
         self.proc = proc
         self.description = description
+        self.cgroup = cgroup  # the slot's cgroups, where the host lets us make them
         self.rfd = proc.stdout.fileno()
         self.wfd = proc.stdin.fileno()
 
@@ -158,14 +166,65 @@ class Channel:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+        if self.cgroup is not None:  # whatever of the slot is left: killed, its cgroups removed
+            self.cgroup.close()
+            self.cgroup = None
 
 
 class Launcher:
+    """``slot_cgroups``: put each slot in cgroups of its own (a process limit and its own CPU
+    share) where this host lets us make them (``slot_cgroups.py``); False runs the slots in this
+    process's cgroup, as the benchmark of their effect does."""
+
     name = "?"
     outer = "none"  # what wraps the server: none | bubblewrap | docker
 
+    def __init__(self, slot_cgroups: bool = True):
+        self.slot_cgroups = slot_cgroups
+
     def available(self) -> tuple[bool, str]:
         return True, ""
+
+    def cgroup_plan(self) -> slot_cgroups.Plan:
+        """Which slot cgroups this launcher makes here, or why not."""
+        if not self.slot_cgroups:
+            return slot_cgroups.Plan(why_not={c: "disabled by configuration"
+                                              for c in ("pids", "cpu")})
+        if not os.path.exists("/bin/sh"):
+            return slot_cgroups.Plan(why_not={c: "no /bin/sh to enter the slot cgroup with"
+                                              for c in ("pids", "cpu")})
+        return slot_cgroups.host_plan()
+
+    def slot_layers(self, layers: dict) -> dict[str, tuple[bool, str]]:
+        """What keeps the slots from each other (``coevo doctor``): ``slot-cpu``, a CPU share
+        per slot, so that a thread flood in one slot cannot make other slots' cells miss their
+        limits; ``slot-pids``, a process limit per slot that holds for root too. ``layers`` are
+        the judge's (whether cells run under a slot uid)."""
+        p = self.cgroup_plan()
+        ns = {"bubblewrap": "; own pid namespace (bubblewrap)"}.get(self.outer, "")
+        if "cpu" in p.parents:
+            cpu = (True, f"each slot in a cgroup of its own (v{p.version}), with the CPU weight "
+                         "of one task whatever its threads")
+        else:
+            cpu = (False, p.why_not.get("cpu", "?") + ": the slots share this process's CPU "
+                   "cgroup, so a thread flood in one slot can make other slots' cells miss "
+                   "their wall limit")
+        uid = bool(layers.get("uid", (False,))[0])
+        if "pids" in p.parents:
+            pids = (True, f"pids.max {slot_cgroups.SLOT_PIDS_MAX} per slot (cgroup "
+                          f"v{p.version}), for root too" + ns)
+        elif uid:
+            pids = (True, "RLIMIT_NPROC 512 per slot uid (no pids cgroup: "
+                          + p.why_not.get("pids", "?") + ")" + ns)
+        elif os.geteuid() == 0:
+            pids = (False, p.why_not.get("pids", "?") + "; cells run as root without a slot uid, "
+                    "where RLIMIT_NPROC does not count: one cell could take every process id "
+                    "of the host" + ns)
+        else:
+            pids = (False, p.why_not.get("pids", "?") + "; cells run under this uid, whose "
+                    "process limit (ulimit -u) every slot and this user's other processes "
+                    "share" + ns)
+        return {"slot-cpu": cpu, "slot-pids": pids}
 
     def command(self, cfg: dict) -> list[str]:
         raise NotImplementedError
@@ -186,13 +245,27 @@ class Launcher:
                 "landlock": True, "seccomp": True}
 
     def start(self, cfg: dict) -> Channel:
+        argv = self.command(cfg)
+        p = self.cgroup_plan()
+        cgroup = None
+        if p.parents:  # the judge enters the slot's cgroups before it (or bubblewrap) runs
+            try:
+                cgroup = slot_cgroups.SlotCgroup(p, str(cfg.get("token", "x")), int(cfg["slot"]))
+                argv = cgroup.command(argv)
+            except OSError as e:  # the host refused after all: run as before, and say so
+                p.refuse(f"making a slot cgroup failed ({e})")
         # stderr: what bubblewrap or the interpreter says before the judge takes over (it then
         # points its own at /dev/null), read when the judge does not start
-        proc = subprocess.Popen(self.command(cfg), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=dict(SERVER_ENV),
-                                start_new_session=True, close_fds=True, cwd="/")
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=dict(SERVER_ENV),
+                                    start_new_session=True, close_fds=True, cwd="/")
+        except BaseException:
+            if cgroup is not None:
+                cgroup.close()
+            raise
         os.set_blocking(proc.stderr.fileno(), False)
-        return Channel(proc, self.name)
+        return Channel(proc, self.name, cgroup)
 
 
 class DirectLauncher(Launcher):
@@ -222,7 +295,8 @@ class BwrapLauncher(Launcher):
     name = "bwrap"
     outer = "bubblewrap"
 
-    def __init__(self, binary: str | None = None):
+    def __init__(self, binary: str | None = None, slot_cgroups: bool = True):
+        super().__init__(slot_cgroups)
         self.binary = binary or shutil.which("bwrap")
         self._probe: tuple[bool, str] | None = None
 
@@ -316,6 +390,7 @@ class DockerLauncher(Launcher):
     LABEL = "coevo.sandbox"  # every container carries it, with the executor's token as value
 
     def __init__(self, image: str = "coevo-sandbox:latest"):
+        super().__init__(slot_cgroups=False)  # the engine gives each container its cgroup
         self.image = image
         self._client = None
         self._python = None
@@ -349,6 +424,12 @@ class DockerLauncher(Launcher):
         self._python = python
         self._probe = (True, "")
         return self._probe
+
+    def slot_layers(self, layers):
+        return {"slot-cpu": (True, "each slot is a container: a cgroup of its own, with the "
+                                   "engine's default CPU weight whatever its threads"),
+                "slot-pids": (True, "a pids limit of 1024 per container, for root too; own pid "
+                                    "namespace")}
 
     def _run_probe(self, client, python) -> tuple[bool, str]:
         try:
