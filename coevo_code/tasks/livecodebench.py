@@ -124,19 +124,18 @@ _NEUTRAL_OPS = {"PROTO", "FRAME", "MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT", "ST
 def pickled_string(data: bytes) -> str:
     """The one ``str`` a pickle holds, read from its opcodes; ValueError for anything else (an
     object, a call, several values, bytes, trailing data). Nothing is unpickled."""
-    strings, end = [], None
     try:
-        for op, arg, pos in pickletools.genops(data):
-            if op.name in _STRING_OPS:
-                strings.append(arg)
-            elif op.name not in _NEUTRAL_OPS:
-                raise ValueError(f"the pickle holds opcode {op.name} at byte {pos}, not one string")
-            if op.name == "STOP":
-                end = pos + 1
-    except ValueError:
-        raise
+        ops = list(pickletools.genops(data))
     except Exception as e:  # noqa: BLE001 - genops raises several kinds on a broken stream
         raise ValueError(f"not a valid pickle ({type(e).__name__}: {e})") from None
+    strings, end = [], None
+    for op, arg, pos in ops:
+        if op.name in _STRING_OPS:
+            strings.append(arg)
+        elif op.name not in _NEUTRAL_OPS:
+            raise ValueError(f"the pickle holds opcode {op.name} at byte {pos}, not one string")
+        if op.name == "STOP":
+            end = pos + 1
     if end is None:
         raise ValueError("the pickle has no STOP")
     if end != len(data):
