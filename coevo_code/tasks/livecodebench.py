@@ -276,9 +276,9 @@ def _hub_files(hub_id: str, names: list[str]) -> list[Path]:
         except Exception as e:  # noqa: BLE001 - offline, missing, gated: one message
             raise LoaderError(
                 f"livecodebench: cannot get {fname} of {hub_id} from the Hugging Face hub "
-                f"({type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}); "
+                f"({type(e).__name__}); "
                 f"download the repository's jsonl files where there is a network and pass "
-                f"their folder (--data DIR)") from None
+                f"their folder (--data DIR; coevo tasks check: --path DIR)") from None
     return out
 
 
