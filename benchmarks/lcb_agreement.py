@@ -6,6 +6,11 @@ Prints one table per benchmark: samples, agree, disagree with each case named, a
 wall time.
 
     python benchmarks/lcb_agreement.py [--json OUT] [--slots 2]
+    python benchmarks/lcb_agreement.py --overhead 64   # the stdin checker's cost, as a ratio
+
+``--overhead N``: N copies of a right answer to the real row (5 tests each), graded with
+LiveCodeBench's stdin rule (a checker cell per test) and, as the baseline in the same run, with
+the executor's built-in token comparison; prints cells/s of both and their ratio (medians of 3).
 """
 
 from __future__ import annotations
@@ -30,8 +35,11 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", type=Path, help="also write the rows here")
     p.add_argument("--slots", type=int, default=2)
+    p.add_argument("--overhead", type=int, metavar="N", help="measure the checker's cost instead")
     args = p.parse_args(argv)
     from coevo_code.execution import Executor
+    if args.overhead:
+        return overhead(args.overhead, args.slots)
     items = A.samples()
     if not any(s.name.startswith("real") for s in items):
         print(f"note: {A.REAL_ROW} is absent (set COEVO_SHARED_DATA); the real row is left out")
@@ -65,6 +73,30 @@ def main(argv=None) -> None:
           f"({args.slots} processes at a time)")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
+
+
+def overhead(n: int, slots: int) -> None:
+    import statistics
+    from dataclasses import replace
+
+    from coevo_code.execution import Executor
+    from coevo_code.tasks import load_tasks
+    task = load_tasks("livecodebench", [str(A.REAL_ROW)])[0]
+    plain = replace(task, checker=None)
+    cells = n * len(task.tests)
+    times = {"checker": [], "tokens": []}
+    with Executor(slots=slots) as ex:
+        ex.run([plain.job([A.SORT_OK])])  # warm
+        for _ in range(3):
+            for name, t in (("checker", task), ("tokens", plain)):
+                t0 = time.perf_counter()
+                res = ex.run([t.job([A.SORT_OK]) for _ in range(n)])
+                times[name].append(time.perf_counter() - t0)
+                assert all(all(r["passed"][0]) for r in res), name
+    rate = {k: cells / statistics.median(v) for k, v in times.items()}
+    print(f"{n} programs x {len(task.tests)} tests, {slots} slots: LiveCodeBench stdin rule "
+          f"(checker) {rate['checker']:.1f} cells/s, token rule (baseline) "
+          f"{rate['tokens']:.1f} cells/s, ratio {rate['checker'] / rate['tokens']:.2f}")
 
 
 if __name__ == "__main__":
