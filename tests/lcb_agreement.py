@@ -248,13 +248,17 @@ def samples() -> list[Sample]:
     return out
 
 
-KEPT = ("timeout: busy loop", "long output: 200000 lines, right")
+# always in the subset: where LiveCodeBench's stdin rule and a token comparison differ (the test
+# fails if the rule is lost), one 6 s timeout, one long output, one LiveBench completion
+KEPT = ("stdin: blank line inside the answer", "stdin: answer split across lines",
+        "float: 0.50 for 0.5", "timeout: busy loop", "long output: 200000 lines, right",
+        "livebench completion: right continuation")
 
 
 def seeded_subset(items: list[Sample], k: int, seed: int = 0) -> list[Sample]:
     """``k`` samples drawn with ``seed``, in their original order, plus the real row's two, every
-    on-purpose case, one 6 s timeout and one long output (the other timeouts are left to the
-    benchmark: each costs 6 s on both sides)."""
+    on-purpose case and the ``KEPT`` ones (the other timeouts are left to the benchmark: each
+    costs 6 s on both sides)."""
     keep = [s for s in items if s.name.startswith("real") or s.on_purpose or s.name in KEPT]
     rest = [s for s in items if s not in keep and "timeout" not in s.name]
     pick = random.Random(seed).sample(rest, min(k, len(rest)))
@@ -289,18 +293,32 @@ def our_verdicts(items: list[Sample], executor) -> list[bool]:
 
 # ---- theirs -------------------------------------------------------------------------------------
 THEIRS = r"""
-import json, sys
+import json, os, sys
 from livecodebench.evaluation.testing_util import run_test
-job = json.loads(sys.stdin.read())
-import os
-real_stdout = os.dup(1)
-results, meta = run_test({"input_output": job["input_output"]}, test=job["program"],
-                         timeout=job["timeout"])
-n = len(json.loads(job["input_output"])["inputs"])
-ok = len(results) == n and all(r is True or (type(r).__name__ == "bool_" and bool(r))
-                               for r in results)
-os.write(real_stdout, ("\n@@" + json.dumps({"passed": ok, "why": meta.get("error_message")})
-                       + "\n").encode())
+out = os.dup(1)
+for line in sys.stdin.read().splitlines():
+    job = json.loads(line)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a child per sample, as LiveCodeBench's check_correctness runs one
+        os.close(r)
+        results, meta = run_test({"input_output": job["input_output"]}, test=job["program"],
+                                 timeout=job["timeout"])
+        n = len(json.loads(job["input_output"])["inputs"])
+        ok = len(results) == n and all(x is True or (type(x).__name__ == "bool_" and bool(x))
+                                       for x in results)
+        os.write(w, json.dumps({"passed": ok, "why": meta.get("error_message")}).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    os.write(out, b"@@" + (data or b'{"passed": false, "why": "no verdict"}') + b"\n")
 """
 
 
@@ -322,27 +340,39 @@ def their_program(s: Sample) -> str:
     return s.program
 
 
-def their_verdict(s: Sample, timeout: int = 6) -> bool:
+def their_job(s: Sample, timeout: int) -> dict:
     tests = lcb_tests(s.row["public_test_cases"]) + lcb_tests(s.row["private_test_cases"])
     meta = s.row.get("metadata") if s.bench == "livecodebench" else s.row["original_json"]["metadata"]
     fn = json.loads(meta or "{}").get("func_name")
-    job = {"input_output": json.dumps({"inputs": [t["input"] for t in tests],
-                                       "outputs": [t["output"] for t in tests],
-                                       "fn_name": fn}),
-           "program": their_program(s), "timeout": timeout}
-    p = subprocess.run([sys.executable, "-c", THEIRS], input=json.dumps(job), text=True,
-                       capture_output=True, timeout=timeout * (len(tests) + 1) + 60,
+    return {"input_output": json.dumps({"inputs": [t["input"] for t in tests],
+                                        "outputs": [t["output"] for t in tests],
+                                        "fn_name": fn}),
+            "program": their_program(s), "timeout": timeout, "n": len(tests)}
+
+
+def _their_batch(items: list[Sample], timeout: int) -> list[bool]:
+    jobs = [their_job(s, timeout) for s in items]
+    p = subprocess.run([sys.executable, "-c", THEIRS], text=True, capture_output=True,
+                       input="".join(json.dumps(j) + "\n" for j in jobs),
+                       timeout=sum(timeout * (j["n"] + 1) + 10 for j in jobs) + 60,
                        cwd=tempfile.gettempdir())
-    marker = [x for x in p.stdout.splitlines() if x.startswith("@@")]
-    if not marker:
-        raise RuntimeError(f"{s.name}: the LiveCodeBench grader gave no verdict "
-                           f"(rc {p.returncode}): {p.stderr[-500:]}")
-    return bool(json.loads(marker[-1][2:])["passed"])
+    marks = [x for x in p.stdout.splitlines() if x.startswith("@@")]
+    if len(marks) != len(items):
+        raise RuntimeError(f"the LiveCodeBench grader gave {len(marks)} verdicts for "
+                           f"{len(items)} samples (rc {p.returncode}): {p.stderr[-500:]}")
+    return [bool(json.loads(m[2:])["passed"]) for m in marks]
 
 
 def their_verdicts(items: list[Sample], timeout: int = 6, workers: int = 2) -> list[bool]:
+    """run_test's verdicts: ``workers`` interpreters, each forking a child per sample."""
+    chunks = [list(range(i, len(items), workers)) for i in range(workers)]
     with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(lambda s: their_verdict(s, timeout), items))
+        done = list(pool.map(lambda idx: _their_batch([items[i] for i in idx], timeout), chunks))
+    out: list[bool] = [False] * len(items)
+    for idx, verdicts in zip(chunks, done):
+        for i, v in zip(idx, verdicts):
+            out[i] = v
+    return out
 
 
 def agreement(items: list[Sample], ours: list[bool], theirs: list[bool]) -> dict:
