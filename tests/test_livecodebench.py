@@ -238,3 +238,12 @@ def test_agreement_with_the_livecodebench_grader_on_a_seeded_subset():
              if (o == t) == bool(s.on_purpose)]
     assert not wrong, wrong
     assert any(ours) and not all(ours)
+
+
+def test_tests_that_inflate_past_the_cap_are_refused(monkeypatch):
+    from coevo_code.tasks import livecodebench as L
+    blob = A.private_blob([{"input": "1\n" * 5000, "output": "1\n", "testtype": "stdin"}])
+    assert len(L.decode_lcb_tests(blob, "q")) == 1
+    monkeypatch.setattr(L, "MAX_TESTS_BYTES", 4096)
+    with pytest.raises(LoaderError, match="q: the tests inflate past"):
+        L.decode_lcb_tests(blob, "q")

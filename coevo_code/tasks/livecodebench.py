@@ -41,6 +41,7 @@ RELEASES: dict[str, list[str]] = {
 }
 DEFAULT_RELEASE = "release_latest"
 PLATFORMS = ("leetcode", "atcoder", "codeforces")
+MAX_TESTS_BYTES = 1 << 30  # a problem's decompressed tests (a zlib bomb is refused, not inflated)
 TIME_LIMIT_S = 6.0  # the grader's default (run_test(..., timeout=6)), per test
 
 # the official grader's prelude, run before every program (``import_string`` in testing_util)
@@ -159,10 +160,14 @@ def decode_lcb_tests(raw, where: str) -> list[dict]:
             tests = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
             try:
-                packed = zlib.decompress(base64.b64decode(raw, validate=True))
+                inflate = zlib.decompressobj()
+                packed = inflate.decompress(base64.b64decode(raw, validate=True), MAX_TESTS_BYTES)
             except (binascii.Error, zlib.error, ValueError) as e:
                 raise LoaderError(f"{where}: neither JSON nor base64(zlib(pickle)) "
                                   f"({type(e).__name__}: {str(e)[:80]})") from None
+            if inflate.unconsumed_tail:
+                raise LoaderError(f"{where}: the tests inflate past {MAX_TESTS_BYTES} bytes; "
+                                  f"refused")
             try:
                 text = pickled_string(packed)
             except ValueError as e:
