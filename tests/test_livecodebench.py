@@ -106,8 +106,13 @@ def test_folder_files_release_window_and_platform(tmp_path):
     files = [str(repo / "test2.jsonl"), str(repo / "test5.jsonl")]
     assert [t.id for t in load_tasks("livecodebench", files)] == ["s2", "f2", "s5", "f5"]
     assert len(load_tasks("livecodebench", ",".join(files))) == 4
-    with pytest.raises(LoaderError, match="leave it out"):
+    assert [t.id for t in load_tasks("livecodebench", files, release="release_v3")] == [
+        "s2", "f2"]  # files named as the hub's: the release picks among them
+    with pytest.raises(LoaderError, match="none of the files given is in release v1"):
         load_tasks("livecodebench", files, release="v1")
+    (repo / "mine.jsonl").write_text((repo / "test.jsonl").read_text())
+    with pytest.raises(LoaderError, match="mine.jsonl is not one: leave --release out"):
+        load_tasks("livecodebench", [str(repo / "mine.jsonl")], release="v1")
     with pytest.raises(LoaderError, match="lacks test6.jsonl"):
         (repo / "test6.jsonl").unlink()
         load_tasks("livecodebench", str(repo), release="release_v6")

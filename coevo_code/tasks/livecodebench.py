@@ -290,8 +290,8 @@ def _hub_files(hub_id: str, names: list[str]) -> list[Path]:
 def resolve_sources(source, release: str | None) -> tuple[list[Path], str, bool]:
     """The jsonl files to read and where they came from: the hub (``source`` None or a hub id;
     ``release`` picks the files), a folder laid out as the hub repository (``release`` picks the
-    files), or one or several files (a list, or paths joined by commas). The flag: whether the
-    files were picked by release."""
+    files), or one or several files (a list, or paths joined by commas; with ``release``, those of
+    its files, by the hub's names). The flag: whether the files were picked by release."""
     if source is None or (isinstance(source, str) and not Path(source).exists()
                           and "," not in source and re.fullmatch(r"[\w.-]+/[\w.-]+", source)):
         hub_id = source or HUB_ID
@@ -317,9 +317,18 @@ def resolve_sources(source, release: str | None) -> tuple[list[Path], str, bool]
         if not p.is_file():
             raise LoaderError(f"livecodebench: no such file {str(p)!r} (give a file, several "
                               f"files joined by commas, a folder, or a hub id owner/name)")
-    if release:
-        raise LoaderError("livecodebench: --release picks files of a folder or of the hub; "
-                          f"with files given ({', '.join(p.name for p in items)}) leave it out")
+    if release:  # files named as the hub's: the release picks among them
+        names = release_files(release)
+        odd = [p.name for p in items if p.name.removesuffix(".gz") not in FILES]
+        if odd:
+            raise LoaderError(f"livecodebench: --release picks files by the hub's names "
+                              f"({', '.join(FILES)}); {', '.join(odd)} is not one: leave "
+                              f"--release out to read the files given")
+        items = [p for p in items if p.name.removesuffix(".gz") in names]
+        if not items:
+            raise LoaderError(f"livecodebench: none of the files given is in release {release} "
+                              f"({', '.join(names)})")
+        return items, ", ".join(str(p) for p in items), True
     return items, ", ".join(str(p) for p in items), False
 
 
