@@ -210,7 +210,8 @@ def test_row_without_tests_is_one_line(tmp_path):
 
 # ---- LiveBench ----------------------------------------------------------------------------------
 def test_livebench_removal_dates_and_completion_prefix(tmp_path):
-    rows = [A.livebench_row(A.TWO_SUM, task="coding_completion", partial=A.COMPLETION_PARTIAL),
+    rows = [{**A.livebench_row(A.TWO_SUM, task="coding_completion", partial=A.COMPLETION_PARTIAL),
+             "solution": A.TWO_SUM_OK},
             {**A.livebench_row(A.SUM_ROW), "livebench_removal_date": "2024-10-01"},
             {**A.livebench_row(A.PAIR_ROW), "livebench_release_date": "2025-01-01"}]
     path = str(_write(tmp_path / "lb.jsonl", rows))
@@ -226,6 +227,7 @@ def test_livebench_removal_dates_and_completion_prefix(tmp_path):
     assert body.endswith(A.COMPLETION_PARTIAL + "\n" + A.COMPLETION_ANSWER)
     whole = task.job([A.COMPLETION_PARTIAL + "\n" + A.COMPLETION_ANSWER])["programs"][0]
     assert whole == body  # not prefixed twice
+    assert task.references == [A.TWO_SUM_OK]  # `coevo tasks check livebench` runs `solution`
 
 
 # ---- agreement with the official grader ---------------------------------------------------------

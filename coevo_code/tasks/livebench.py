@@ -103,7 +103,8 @@ def load_livebench(source=None, split: str | None = None, livebench_date=None) -
                         orig.get("starter_code"), prelude=LIVEBENCH_PRELUDE,
                         stdio_checker=LIVEBENCH_STDIO_CHECKER, first_of_list=True,
                         completion_prefix=partial if completion else "",
-                        program_prefix=partial + "\n" if completion else "")
+                        program_prefix=partial + "\n" if completion else "",
+                        references=[r["solution"]] if r.get("solution") else [])
         task.metadata.update({"task": r.get("task"), "release_date": r.get("release_date"),
                               "livebench_release_date": r.get("livebench_release_date"),
                               "partial_solution": partial or None})
