@@ -194,6 +194,36 @@ def test_pickled_string_reads_opcodes_only():
         pickled_string(pickle.dumps("abc")[:-3])
     with pytest.raises(ValueError, match="opcode"):
         pickled_string(pickle.dumps(Boom()))
+    big = "x" * 200_000  # written unframed by protocol 4: PROTO BINUNICODE MEMOIZE STOP
+    assert pickled_string(pickle.dumps(big, protocol=4)) == big
+    one = pickle.dumps("[1]", protocol=4)
+    for odd, why in ((one[:2] + one, "not those of one pickled string"),  # PROTO twice
+                     (b"\x80\x04\x94X\x03\x00\x00\x00[1].", "not those of one"),  # memo first
+                     (pickle.dumps("[1]", protocol=2)[:-1] + b"X\x01\x00\x00\x00a.",
+                      "2 strings, not one"),
+                     (b"\x80\x02X\x01\x00\x00\x00aq\x00h\x00.", "opcode BINGET"),
+                     (b".", "0 strings"),
+                     (b"\x80\x04\x8d" + (2 ** 62).to_bytes(8, "little") + b"ab.",
+                      "not a valid pickle")):  # a huge length is never allocated
+        with pytest.raises(ValueError, match=why):
+            pickled_string(odd)
+
+
+def test_zlib_and_json_tricks_are_one_line_errors():
+    from coevo_code.tasks.livecodebench import decode_lcb_tests
+    packed = zlib.compress(pickle.dumps('[{"input": "1", "output": "1"}]'))
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    assert decode_lcb_tests(b64(packed), "q") == [{"input": "1", "output": "1"}]
+    deep = "[" * 100_000 + "]" * 100_000
+    for raw, why in ((b64(packed + b"xyz"), "3 bytes after the zlib stream"),
+                     (b64(packed[:-6]), "zlib stream is truncated"),
+                     (b64(zlib.compress(pickle.dumps(deep))), "nested too deeply"),
+                     (deep, "nested too deeply"), ("[{", "the text is not JSON"),
+                     ("é" * 8, "neither JSON nor base64"),
+                     (json.dumps("[]"), "expected a list of tests, got str")):
+        with pytest.raises(LoaderError, match=why) as e:
+            decode_lcb_tests(raw, "q")
+        assert str(e.value).startswith("q: ") and "\n" not in str(e.value)
 
 
 def _write(path: Path, rows: list[dict]) -> Path:

@@ -119,31 +119,49 @@ class ReportedTaskSet(TaskSet):
 
 # ---- private tests, decoded without running anything -------------------------------------------
 _STRING_OPS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"}
-_NEUTRAL_OPS = {"PROTO", "FRAME", "MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT", "STOP"}
+_MEMO_OPS = {"MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT"}
 
 
 def pickled_string(data: bytes) -> str:
-    """The one ``str`` a pickle holds, read from its opcodes; ValueError for anything else (an
-    object, a call, several values, bytes, trailing data). Nothing is unpickled."""
+    """The one ``str`` a pickle holds, read from its opcodes; ValueError for anything else. Only
+    the shape ``pickle.dumps(a_str)`` writes (protocol 0 to 5) is accepted: ``[PROTO] STRING
+    [memo] STOP``, ``FRAME`` headers aside, and nothing after ``STOP``; any other opcode (an
+    object, a call, a memo fetch), a second value, bytes or trailing data is refused. Nothing is
+    unpickled."""
     try:
-        ops = list(pickletools.genops(data))
+        ops = [(op.name, arg, pos) for op, arg, pos in pickletools.genops(data)]
     except Exception as e:  # noqa: BLE001 - genops raises several kinds on a broken stream
         raise ValueError(f"not a valid pickle ({type(e).__name__}: {e})") from None
-    strings, end = [], None
-    for op, arg, pos in ops:
-        if op.name in _STRING_OPS:
-            strings.append(arg)
-        elif op.name not in _NEUTRAL_OPS:
-            raise ValueError(f"the pickle holds opcode {op.name} at byte {pos}, not one string")
-        if op.name == "STOP":
-            end = pos + 1
-    if end is None:
-        raise ValueError("the pickle has no STOP")
+    for name, _, pos in ops:
+        if name not in _STRING_OPS | _MEMO_OPS | {"PROTO", "FRAME", "STOP"}:
+            raise ValueError(f"the pickle holds opcode {name} at byte {pos}, not one string")
+    end = ops[-1][2] + 1  # genops stops at the first STOP
     if end != len(data):
         raise ValueError(f"{len(data) - end} bytes after the pickle's STOP")
-    if len(strings) != 1:
-        raise ValueError(f"the pickle holds {len(strings)} strings, not one")
-    return strings[0]
+    shape = [(name, arg, pos) for name, arg, pos in ops if name != "FRAME"]
+    if shape and shape[0][0] == "PROTO":
+        shape = shape[1:]
+    if shape and shape[-1][0] == "STOP":
+        shape = shape[:-1]
+    if len(shape) == 2 and shape[1][0] in _MEMO_OPS:
+        shape = shape[:1]
+    strings = sum(name in _STRING_OPS for name, _, _ in ops)
+    if strings != 1:
+        raise ValueError(f"the pickle holds {strings} strings, not one")
+    if len(shape) != 1:
+        names = " ".join(n for n, _, _ in ops[:12]) + (" ..." if len(ops) > 12 else "")
+        raise ValueError(f"the pickle's opcodes ({names}) are not those of one pickled string")
+    return shape[0][1]
+
+
+def _json(text, where: str, what: str):
+    """``json.loads`` with its failures (bad JSON, nesting too deep) as one line naming ``where``."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise LoaderError(f"{where}: {what} is not JSON ({getattr(e, 'msg', e)})") from None
+    except RecursionError:
+        raise LoaderError(f"{where}: {what} is JSON nested too deeply to read; refused") from None
 
 
 def decode_lcb_tests(raw, where: str) -> list[dict]:
@@ -156,9 +174,10 @@ def decode_lcb_tests(raw, where: str) -> list[dict]:
     else:
         if not isinstance(raw, (str, bytes)):
             raise LoaderError(f"{where}: expected a string, got {type(raw).__name__}")
-        try:
-            tests = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        text = raw.strip() if isinstance(raw, str) else raw.strip().decode("latin-1")
+        if text[:1] in ("[", "{", '"'):  # JSON (a base64 blob never starts so)
+            tests = _json(raw, where, "the text")
+        else:
             try:
                 inflate = zlib.decompressobj()
                 packed = inflate.decompress(base64.b64decode(raw, validate=True), MAX_TESTS_BYTES)
@@ -168,14 +187,16 @@ def decode_lcb_tests(raw, where: str) -> list[dict]:
             if inflate.unconsumed_tail:
                 raise LoaderError(f"{where}: the tests inflate past {MAX_TESTS_BYTES} bytes; "
                                   f"refused")
+            if not inflate.eof:
+                raise LoaderError(f"{where}: the zlib stream is truncated; refused")
+            if inflate.unused_data:
+                raise LoaderError(f"{where}: {len(inflate.unused_data)} bytes after the zlib "
+                                  f"stream; refused")
             try:
                 text = pickled_string(packed)
             except ValueError as e:
                 raise LoaderError(f"{where}: refused without running it: {e}") from None
-            try:
-                tests = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise LoaderError(f"{where}: the pickled string is not JSON ({e.msg})") from None
+            tests = _json(text, where, "the pickled string")
     if not isinstance(tests, list):
         raise LoaderError(f"{where}: expected a list of tests, got {type(tests).__name__}")
     for i, t in enumerate(tests):
@@ -206,10 +227,7 @@ def lcb_functional_test(func: str, in_class: bool, inp: str, out: str,
 
 def _json_field(value, where: str, what: str) -> dict:
     if isinstance(value, str):
-        try:
-            value = json.loads(value or "{}")
-        except json.JSONDecodeError:
-            raise LoaderError(f"{where}: {what} is not JSON") from None
+        value = _json(value or "{}", where, what)
     return value if isinstance(value, dict) else {}
 
 
@@ -342,11 +360,7 @@ def iter_jsonl(paths: list[Path], name: str) -> Iterator[tuple[int, dict]]:
                 for n, line in enumerate(f, 1):
                     if not line.strip():
                         continue
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise LoaderError(f"{name}: {path} line {n} is not valid JSON "
-                                          f"({e.msg})") from None
+                    row = _json(line, f"{name}: {path} line {n}", "the line")
                     yield k, row
                     k += 1
         except OSError as e:
