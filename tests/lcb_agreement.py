@@ -175,18 +175,35 @@ def samples() -> list[Sample]:
         Sample("exit() after the right output", lcb, SUM_ROW, add + "print(a + b)\nexit()\n"),
         Sample("stdin: global in a function at top level", lcb, SUM_ROW,
                "total = 0\ndef add(x):\n    global total\n    total += x\n"
-               "for x in map(int, input().split()):\n    add(x)\nprint(total)\n",
-               on_purpose="LiveCodeBench runs a stdin program wrapped in a function, where "
-                          "`global` names a variable that is not there (NameError); we run it "
-                          "as Python does"),
+               "for x in map(int, input().split()):\n    add(x)\nprint(total)\n"),
+        Sample("sys.exit(1) after the right output", lcb, SUM_ROW,
+               add + "print(a + b)\nimport sys\nsys.exit(1)\n"),
+        Sample("sys.exit('message') after the right output", lcb, SUM_ROW,
+               add + "print(a + b)\nimport sys\nsys.exit('done')\n"),
+        Sample("__main__ guard that is not the last statement", lcb, SUM_ROW,
+               "def main():\n    " + add.strip() + "\n    print(a + b)\n\n"
+               "if __name__ == '__main__':\n    main()\nDONE = True\n"),
+        Sample("from sys import stdin; stdin.readline()", lcb, SUM_ROW,
+               "from sys import stdin\na, b = map(int, stdin.readline().split())\n"
+               "print(a + b)\n"),
         Sample("stdin: sys.stdin.buffer", lcb, SUM_ROW,
                "import sys\na, b = map(int, sys.stdin.buffer.read().split())\nprint(a + b)\n",
                on_purpose="LiveCodeBench replaces sys.stdin by a StringIO, which has no "
                           "`buffer`; we give the program real standard streams"),
-        Sample("sys.exit(1) after the right output", lcb, SUM_ROW,
-               add + "print(a + b)\nimport sys\nsys.exit(1)\n",
-               on_purpose="LiveCodeBench catches SystemExit and grades the output; a program "
-                          "that exits with status 1 fails here, as it fails on a judge"),
+        Sample("stdin: open(0).read()", lcb, SUM_ROW,
+               "a, b = map(int, open(0).read().split())\nprint(a + b)\n",
+               on_purpose="LiveCodeBench's prelude binds `open` to the real builtin before it "
+                          "patches `builtins.open`, so `open(0)` reads the grader's own stdin, "
+                          "not the test's; we give the program real standard streams"),
+        Sample("stdin: os.read(0, ...)", lcb, SUM_ROW,
+               "import os\na, b = map(int, os.read(0, 1 << 20).split())\nprint(a + b)\n",
+               on_purpose="LiveCodeBench feeds the test only to Python-level sys.stdin; file "
+                          "descriptor 0 is the grader's; we give the program real standard "
+                          "streams"),
+        Sample("stdout: sys.stdout.buffer.write", lcb, SUM_ROW,
+               "import sys\n" + add + "sys.stdout.buffer.write(b'%d\\n' % (a + b))\n",
+               on_purpose="LiveCodeBench captures output with a StringIO, which has no "
+                          "`buffer`; we give the program real standard streams"),
         # LeetCode-style
         Sample("class Solution: right (List from the prelude)", lcb, TWO_SUM, TWO_SUM_OK),
         Sample("class Solution: wrong", lcb, TWO_SUM, TWO_SUM_OK.replace("seen[target - x], i",
@@ -249,10 +266,12 @@ def samples() -> list[Sample]:
 
 
 # always in the subset: where LiveCodeBench's stdin rule and a token comparison differ (the test
-# fails if the rule is lost), one 6 s timeout, one long output, one LiveBench completion
+# fails if the rule is lost), where its wrapping of a stdin program changes the verdict (the test
+# fails if the wrapper is lost), one 6 s timeout, one long output, one LiveBench completion
 KEPT = ("stdin: blank line inside the answer", "stdin: answer split across lines",
         "float: 0.50 for 0.5", "timeout: busy loop", "long output: 200000 lines, right",
-        "livebench completion: right continuation")
+        "livebench completion: right continuation", "stdin: global in a function at top level",
+        "sys.exit(1) after the right output", "__main__ guard that is not the last statement")
 
 
 def seeded_subset(items: list[Sample], k: int, seed: int = 0) -> list[Sample]:

@@ -113,6 +113,12 @@ def test_folder_files_release_window_and_platform(tmp_path):
     (repo / "mine.jsonl").write_text((repo / "test.jsonl").read_text())
     with pytest.raises(LoaderError, match="mine.jsonl is not one: leave --release out"):
         load_tasks("livecodebench", [str(repo / "mine.jsonl")], release="v1")
+    # both ends included, as lcb_runner's --start_date/--end_date: the end date is its midnight
+    assert ids(start_date="2024-01-05", end_date="2024-01-05") == ["s1"]
+    late = {**A.stdin_row("late", [("1 2\n", "3\n")]), "contest_date": "2024-01-05T18:30:00"}
+    _write(repo / "test.jsonl", release_rows(1) + [late])
+    assert ids(release="v1", end_date="2024-01-05") == ["s1"]
+    assert ids(release="v1", start_date="2024-01-05", end_date="2024-01-06") == ["s1", "late"]
     with pytest.raises(LoaderError, match="lacks test6.jsonl"):
         (repo / "test6.jsonl").unlink()
         load_tasks("livecodebench", str(repo), release="release_v6")
@@ -122,9 +128,13 @@ def test_six_seconds_prelude_and_checker_by_default(tmp_path):
     ts = load_tasks("livecodebench", [str(write_repo(tmp_path / "r") / "test.jsonl")])
     stdio, func = ts[0], ts[1]
     assert stdio.time_limit_s == func.time_limit_s == 6.0
-    job = stdio.job(["print(3)"])
+    job = stdio.job(["import os\nprint(3)"])
     assert job["time_limit_s"] == 6.0 and job["wall_limit_s"] <= 6.5
-    assert job["programs"][0].endswith("sys.setrecursionlimit(50000)\nprint(3)")
+    # the prelude, the program's imports, the rest in the grader's wrapper, SystemExit caught
+    assert job["programs"][0].endswith(
+        "sys.setrecursionlimit(50000)\nimport os\ndef wrapped_function():\n    print(3)\n\n"
+        "__name__ = 'tmp_sol'\ntry:\n    wrapped_function()\nexcept SystemExit:\n    pass\n")
+    assert func.job(["x = 1"])["programs"][0].endswith("(50000)\nx = 1")  # LeetCode: unwrapped
     assert "Decimal" in job["checker"]
     assert func.kind == "functional" and func.entry_point == "twoSum"
 
@@ -284,3 +294,4 @@ def test_tests_that_inflate_past_the_cap_are_refused(monkeypatch):
     monkeypatch.setattr(L, "MAX_TESTS_BYTES", 4096)
     with pytest.raises(LoaderError, match="q: the tests inflate past"):
         L.decode_lcb_tests(blob, "q")
+

@@ -17,6 +17,7 @@ exactly one ``str`` is accepted; anything else is a one-line error naming the pr
 
 from __future__ import annotations
 
+import ast
 import base64
 import binascii
 import gzip
@@ -95,15 +96,56 @@ class GradedTask(Task):
     program_prelude: str = ""
     completion_prefix: str = ""
     wall_slack_s: float = 0.5
+    wrap_stdin: bool = False  # run a stdin program as the grader does (``grader_stdin_program``)
 
     def full_program(self, program: str) -> str:
         if self.completion_prefix and not program.startswith(self.completion_prefix):
             program = self.completion_prefix + "\n" + program
+        if self.wrap_stdin and self.kind == "stdio":
+            program = grader_stdin_program(program)
         return self.program_prelude + program
 
     def job(self, programs, tests=None, **fields) -> dict:
         fields.setdefault("wall_limit_s", self.time_limit_s + self.wall_slack_s)
         return super().job([self.full_program(p) for p in programs], tests, **fields)
+
+
+def _unwrap_main_guard(code: str) -> str:
+    """A last ``if __name__ == '__main__':`` block replaced by its body (``clean_if_name``)."""
+    try:
+        tree = ast.parse(code)
+        last = tree.body[-1]
+        if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
+            return ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)
+    except Exception:  # noqa: BLE001 - as the grader: anything it cannot parse stays as it is
+        pass
+    return code
+
+
+def grader_stdin_program(code: str) -> str:
+    """A stdin program as LiveCodeBench's ``grade_stdio`` runs it, so that pass@1 matches its
+    grader's: a last ``__main__`` guard unwrapped, the top-level imports kept at module level and
+    every other top-level statement moved into a function (``make_function``), which is called
+    once in a module named ``tmp_sol`` with ``SystemExit`` caught (``call_method``). So ``exit(1)``
+    after the right output passes, a ``global`` statement in a function naming a top-level
+    variable fails (the variable is the wrapper's local), and a guard that is not the last
+    statement does not run, all as there. A program that cannot be parsed is left as it is (it
+    fails either way)."""
+    code = _unwrap_main_guard(code)
+    try:
+        tree = ast.parse(code)
+        imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+        rest = [s for s in tree.body if not isinstance(s, (ast.Import, ast.ImportFrom))]
+        func = ast.FunctionDef(name="wrapped_function", args=ast.arguments(
+            posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+            body=rest, decorator_list=[], returns=None, lineno=-1)
+        if "type_params" in ast.FunctionDef._fields:  # Python 3.12+
+            func.type_params = []
+        wrapped = ast.unparse(imports) + "\n" + ast.unparse(func)
+    except Exception:  # noqa: BLE001 - a syntax error (or worse) fails when the program runs
+        return code
+    return (wrapped + "\n\n__name__ = 'tmp_sol'\ntry:\n    wrapped_function()\n"
+            "except SystemExit:\n    pass\n")
 
 
 @dataclass
@@ -261,7 +303,7 @@ def lcb_task(name: str, k: int, r: dict, prompt: str, meta, starter: str | None,
                           entry_point=func, **common)
     conv = lambda ts: [TestCase(input=t["input"], output=t["output"]) for t in ts]  # noqa: E731
     return GradedTask(kind="stdio", tests=conv(public + private), examples=conv(public),
-                      checker=stdio_checker, **common)
+                      checker=stdio_checker, wrap_stdin=True, **common)
 
 
 def _need(rec, key: str, k: int, name: str):
