@@ -295,3 +295,28 @@ def test_tests_that_inflate_past_the_cap_are_refused(monkeypatch):
     with pytest.raises(LoaderError, match="q: the tests inflate past"):
         L.decode_lcb_tests(blob, "q")
 
+# ---- coevo train: the same selection, as config fields ------------------------------------------
+def test_train_config_selects_livecodebench_problems(tmp_path):
+    """``coevo train`` takes the selection as fields (tasks_release ... eval_tasks_platform, TRL
+    style ``--field`` overrides), each passed to the loader of its own data set."""
+    from coevo_code.training.cli import parse_train_args
+    from coevo_code.training.run import _load, _selection
+    repo = str(write_repo(tmp_path / "repo"))
+    a = parse_train_args(["--tasks", "livecodebench", "--tasks_path", repo, "--tasks_split",
+                          "test", "--eval_tasks_split", "test", "--tasks_release",
+                          "release_v3", "--tasks_platform", "atcoder",
+                          "--eval_tasks", "livecodebench", "--eval_tasks_path", repo,
+                          "--eval_tasks_start_date", "2024-05-01", "--eval_tasks_end_date",
+                          "2024-05-31", "--output_dir", str(tmp_path / "run")])
+    c = a.config
+    assert a.inputs["tasks_release"] == "release_v3"
+    train = _load(c.tasks, c.tasks_path, c.tasks_split, None, 0, "--tasks",
+                  **_selection(c, "tasks"))
+    assert [t.id for t in train] == ["s1", "s2", "s3"]
+    held = _load(c.eval_tasks, c.eval_tasks_path, c.eval_tasks_split, None, 0, "--eval_tasks",
+                 **_selection(c, "eval_tasks"))
+    assert [t.id for t in held] == ["s5", "f5"]
+    with pytest.raises(LoaderError, match=r"^--tasks: livecodebench: unknown release 'v9'"):
+        _load("livecodebench", repo, None, None, 0, "--tasks", release="v9")
+    with pytest.raises(LoaderError, match=r"^--tasks: mbpp does not take option\(s\) release"):
+        _load("mbpp", "mbpp.jsonl", None, None, 0, "--tasks", release="v1")
