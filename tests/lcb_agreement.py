@@ -208,6 +208,9 @@ def samples() -> list[Sample]:
         Sample("class Solution: right (List from the prelude)", lcb, TWO_SUM, TWO_SUM_OK),
         Sample("class Solution: wrong", lcb, TWO_SUM, TWO_SUM_OK.replace("seen[target - x], i",
                                                                        "i, seen[target - x]")),
+        Sample("class Solution task answered by a top-level function", lcb, TWO_SUM,
+               "def twoSum(nums, target):\n    return [0, 1] if nums[0] + nums[1] == target "
+               "else [1, 2]\n"),
         Sample("class Solution: a tuple for a list", lcb, TWO_SUM,
                TWO_SUM_OK.replace("[seen[target - x], i]", "(seen[target - x], i)")),
         Sample("class Solution: runtime error", lcb, TWO_SUM,
@@ -271,7 +274,8 @@ def samples() -> list[Sample]:
 KEPT = ("stdin: blank line inside the answer", "stdin: answer split across lines",
         "float: 0.50 for 0.5", "timeout: busy loop", "long output: 200000 lines, right",
         "livebench completion: right continuation", "stdin: global in a function at top level",
-        "sys.exit(1) after the right output", "__main__ guard that is not the last statement")
+        "sys.exit(1) after the right output", "__main__ guard that is not the last statement",
+        "class Solution task answered by a top-level function")
 
 
 def seeded_subset(items: list[Sample], k: int, seed: int = 0) -> list[Sample]:

@@ -248,12 +248,14 @@ def decode_lcb_tests(raw, where: str) -> list[dict]:
     return tests
 
 
-def lcb_functional_test(func: str, in_class: bool, inp: str, out: str,
-                        first_of_list: bool = False) -> TestCase:
+def lcb_functional_test(func: str, inp: str, out: str, first_of_list: bool = False) -> TestCase:
     """One LeetCode-style test: one JSON value per input line, one line per argument; the answer
-    compared as LiveCodeBench does (``==`` after a tuple becomes a list). ``first_of_list``:
-    LiveBench's extra rule, an answer equal to the first element of a list answer also passes."""
-    call = f"Solution().{func}" if in_class else func
+    compared as LiveCodeBench does (``==`` after a tuple becomes a list). The function called is
+    ``Solution().func`` where the program defines ``Solution``, else the program's top-level
+    ``func`` (the grader's rule: ``class Solution`` in the program, whatever the starter code).
+    ``first_of_list``: LiveBench's extra rule, an answer equal to the first element of a list
+    answer also passes."""
+    call = f"(Solution().{func} if 'Solution' in globals() else {func})"
     code = (f"import json as _json\n"
             f"_args = [_json.loads(_l) for _l in {inp!r}.split('\\n') if _l.strip()]\n"
             f"_want = _json.loads({out!r})\n"
@@ -296,8 +298,7 @@ def lcb_task(name: str, k: int, r: dict, prompt: str, meta, starter: str | None,
         func = meta.get("func_name")
         if not func:
             raise LoaderError(f"{where}: functional tests but no func_name in metadata")
-        in_class = "class Solution" in (starter or "")
-        conv = lambda ts: [lcb_functional_test(func, in_class, t["input"], t["output"],  # noqa: E731
+        conv = lambda ts: [lcb_functional_test(func, t["input"], t["output"],  # noqa: E731
                                                first_of_list) for t in ts]
         return GradedTask(kind="functional", tests=conv(public + private), examples=conv(public),
                           entry_point=func, **common)
