@@ -90,8 +90,9 @@ def check(input, expected, actual):
 class GradedTask(Task):
     """A task graded the way its benchmark's own grader does: ``program_prelude`` runs before
     every program, ``completion_prefix`` (LiveBench's ``partial_solution``) is put before a program
-    that does not already start with it (joined by a newline), and the wall-clock limit is the
-    time limit (plus a start-up allowance), as the grader's alarm is."""
+    that does not already start with it (joined by a newline), a stdin program is wrapped as the
+    grader wraps it where ``wrap_stdin`` (``grader_stdin_program``), and the wall-clock limit is
+    the time limit (plus a start-up allowance), as the grader's alarm is."""
 
     program_prelude: str = ""
     completion_prefix: str = ""
