@@ -198,7 +198,7 @@ def pickled_string(data: bytes) -> str:
 
 
 def _json(text, where: str, what: str):
-    """``json.loads`` with its failures (bad JSON, nesting too deep) as one line naming ``where``."""
+    """``json.loads``; its failures (bad JSON, nesting too deep) one line naming ``where``."""
     try:
         return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
