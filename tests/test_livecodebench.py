@@ -137,6 +137,10 @@ def test_six_seconds_prelude_and_checker_by_default(tmp_path):
     assert func.job(["x = 1"])["programs"][0].endswith("(50000)\nx = 1")  # LeetCode: unwrapped
     assert "Decimal" in job["checker"]
     assert func.kind == "functional" and func.entry_point == "twoSum"
+    from coevo_code.roles import parse_program
+    top = "def twoSum(nums, target):\n    return [0, 1]\n"  # graded too, as LiveCodeBench does
+    assert parse_program(f"```python\n{top}```", func).code == top
+    assert not parse_program("```python\ndef other(x):\n    return x\n```", func).ok
 
 
 def test_flags_on_eval_and_rank(tmp_path):
