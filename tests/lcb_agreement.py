@@ -173,6 +173,7 @@ def samples() -> list[Sample]:
                "def main():\n    " + add.strip() + "\n    print(a + b)\n\n"
                "if __name__ == '__main__':\n    main()\n"),
         Sample("exit() after the right output", lcb, SUM_ROW, add + "print(a + b)\nexit()\n"),
+        Sample("quit() after the right output", lcb, SUM_ROW, add + "print(a + b)\nquit()\n"),
         Sample("stdin: global in a function at top level", lcb, SUM_ROW,
                "total = 0\ndef add(x):\n    global total\n    total += x\n"
                "for x in map(int, input().split()):\n    add(x)\nprint(total)\n"),
@@ -246,6 +247,10 @@ def samples() -> list[Sample]:
         Sample("livebench stdin: right answer", lb, livebench_row(SUM_ROW), add + "print(a + b)\n"),
         Sample("livebench stdin: trailing spaces", lb, livebench_row(SUM_ROW),
                add + "print(a + b, ' ')\n"),
+        Sample("livebench stdin: exit() after the right output", lb, livebench_row(SUM_ROW),
+               add + "print(a + b)\nexit()\n",
+               on_purpose="LiveBench's reliability guard sets `exit` to None (a runtime error); "
+                          "the current LiveCodeBench grader's leaves it"),
         Sample("livebench stdin: runtime error", lb, livebench_row(SUM_ROW), add + "print(a // 0)\n"),
         Sample("livebench stdin: timeout", lb, livebench_row(SUM_ROW), "while True:\n    pass\n"),
         Sample("livebench stdin: answer split across lines", lb, livebench_row(PAIR_ROW),
@@ -275,7 +280,7 @@ KEPT = ("stdin: blank line inside the answer", "stdin: answer split across lines
         "float: 0.50 for 0.5", "timeout: busy loop", "long output: 200000 lines, right",
         "livebench completion: right continuation", "stdin: global in a function at top level",
         "sys.exit(1) after the right output", "__main__ guard that is not the last statement",
-        "class Solution task answered by a top-level function")
+        "class Solution task answered by a top-level function", "quit() after the right output")
 
 
 def seeded_subset(items: list[Sample], k: int, seed: int = 0) -> list[Sample]:

@@ -7,12 +7,13 @@
   today) or not yet released (``livebench_release_date`` after it) are left out and counted in
   the load report;
 - 6 s per test; LiveBench's prelude (the LiveCodeBench imports, recursion limit 600000) before
-  every program; a stdin answer compared with LiveBench's rules (its copy of an older
-  LiveCodeBench ``testing_util``): the whole output or its stripped lines equal the stripped
-  expected text, or the non-empty lines equal the expected non-empty stripped lines, or, unless
-  every line is an integer, each line read as one float is ``allclose`` (rtol 1e-5, atol 1e-8) to
-  the expected one; a functional answer equal to the expected value (a tuple counts as a list) or
-  to the first element of an expected list.
+  every program, after its guard's ``exit``, ``quit`` and ``help`` set to None; a stdin program
+  wrapped as LiveCodeBench's grader wraps one; a stdin answer compared with LiveBench's rules (its
+  copy of an older LiveCodeBench ``testing_util``): the whole output or its stripped lines equal
+  the stripped expected text, or the non-empty lines equal the expected non-empty stripped lines,
+  or, unless every line is an integer, each line read as one float is ``allclose`` (rtol 1e-5,
+  atol 1e-8) to the expected one; a functional answer equal to the expected value (a tuple
+  counts as a list) or to the first element of an expected list.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ LIVEBENCH_PRELUDE = (
     "import datetime\nimport collections\nimport heapq\nimport bisect\nimport copy\nimport math\n"
     "import random\nimport statistics\nimport itertools\nimport functools\nimport operator\n"
     "import io\nimport sys\nimport json\nsys.setrecursionlimit(6*10**5)\n")
+
+# LiveBench's ReliabilityGuard also sets exit() to None (LiveCodeBench's current one does not)
+LIVEBENCH_GUARD = ("import builtins as _guard\n_guard.exit = None\n_guard.quit = None\n"
+                   "_guard.help = None\ndel _guard\n")
 
 LIVEBENCH_STDIO_CHECKER = '''
 import math
@@ -100,7 +105,7 @@ def load_livebench(source=None, split: str | None = None, livebench_date=None) -
         partial = r.get("partial_solution") or ""
         completion = r.get("task") == "coding_completion" and bool(partial)
         task = lcb_task(name, k, r, turns[0] if turns else "", orig.get("metadata"),
-                        orig.get("starter_code"), prelude=LIVEBENCH_PRELUDE,
+                        orig.get("starter_code"), prelude=LIVEBENCH_GUARD + LIVEBENCH_PRELUDE,
                         stdio_checker=LIVEBENCH_STDIO_CHECKER, first_of_list=True,
                         completion_prefix=partial if completion else "",
                         program_prefix=partial + "\n" if completion else "",

@@ -56,6 +56,10 @@ LCB_PRELUDE = (
     "import random\nimport statistics\nimport itertools\nimport functools\nimport operator\n"
     "import io\nimport sys\nimport json\nsys.setrecursionlimit(50000)\n")
 
+# what the grader's reliability_guard takes away that a program may call: quit() and help() are
+# None there (so `quit()` after the right answer is a runtime error, as there)
+LCB_GUARD = "import builtins as _guard\n_guard.quit = None\n_guard.help = None\ndel _guard\n"
+
 # the official grader's stdin comparison (grade_stdio), as a stdio checker
 LCB_STDIO_CHECKER = '''
 from decimal import Decimal
@@ -457,7 +461,7 @@ def load_livecodebench(source=None, split: str | None = None, release: str | Non
             continue
         prompt = f"{r.get('question_title') or ''}\n\n{_need(r, 'question_content', k, name)}"
         task = lcb_task(name, k, r, prompt.strip(), r.get("metadata"), r.get("starter_code"),
-                        prelude=LCB_PRELUDE, stdio_checker=LCB_STDIO_CHECKER)
+                        prelude=LCB_GUARD + LCB_PRELUDE, stdio_checker=LCB_STDIO_CHECKER)
         if task.id in seen:
             raise LoaderError(f"{name} record {k} ({task.id}): question_id appears twice")
         seen.add(task.id)
