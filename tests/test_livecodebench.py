@@ -90,6 +90,16 @@ def test_hub_path_by_release_through_huggingface_hub(hub_cache):
     assert "--data DIR" in line
 
 
+def test_release_names_are_the_loading_scripts():
+    """code_generation_lite.py's ALLOWED_FILES: release_vN cumulative, release_latest = all six,
+    vN one file, vA_vB the files A..B: 6 + 1 + 6 + 15 names."""
+    from coevo_code.tasks.livecodebench import RELEASES
+    assert len(RELEASES) == 28
+    assert RELEASES["release_latest"] == RELEASES["release_v6"] == RELEASES["v1_v6"] == FILES
+    assert RELEASES["release_v1"] == RELEASES["v1"] == ["test.jsonl"]
+    assert RELEASES["v3_v5"] == ["test3.jsonl", "test4.jsonl", "test5.jsonl"]
+
+
 def test_folder_files_release_window_and_platform(tmp_path):
     repo = write_repo(tmp_path / "repo")
     ids = lambda **kw: [t.id for t in load_tasks("livecodebench", str(repo), **kw)]  # noqa: E731
