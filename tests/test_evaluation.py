@@ -225,3 +225,26 @@ def test_eval_config_file_and_flags_that_win(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("benchmark: bundled\ntemperatur: 1\n")
     _one_line_error(coevo("eval", "--config", str(bad), "-o", str(tmp_path / "b")), "temperatur")
+
+
+def test_bon_larger_than_drawn_is_reported_at_the_drawn_size(tmp_path, server):
+    """--k-code 2 --k-test 2 with the default --bon 4x4,16x16: no bon_4x4 or bon_16x16 row
+    computed from 2x2 samples; one bon_2x2 row, and a note saying so (stderr, results)."""
+    url, _, _ = server
+    out = tmp_path / "b"
+    args = [a for a in COMMON if a not in ("--bon", "2x2")]
+    p = coevo("eval", *args, "--engine", "openai", "--base-url", url, "-o", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads((out / "results.json").read_text())
+    rows = {k.split("/")[0] for k in res["metrics"] if k.startswith("bon_")}
+    assert rows == {"bon_2x2"} and res["bon"] == ["2x2"]
+    assert len(res["notes"]) == 2 and "bon 16x16 asked" in res["notes"][1]
+    assert "reported as bon_2x2" in p.stderr
+    assert "note: bon 4x4 asked" in (out / "results.md").read_text()
+
+
+def test_fit_bon():
+    from coevo_code.cli.evaluate import fit_bon
+    assert fit_bon([(4, 4), (16, 16)], 16, 16) == ([(4, 4), (16, 16)], [])
+    fit, notes = fit_bon([(4, 4), (16, 16), (2, 0)], 8, 2)
+    assert fit == [(4, 2), (8, 2), (2, 0)] and len(notes) == 2

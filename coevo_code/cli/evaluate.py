@@ -14,12 +14,50 @@ from ..generation.engines import ENGINES
 from .base import PLUS, CLIError, Command, make_executor, sandbox_flags
 
 
+def benchmark_flags(p) -> None:
+    """The benchmark selection flags every command that takes a benchmark has."""
+    p.add_argument("--release", help="livecodebench: release_v1 ... release_v6 (cumulative), "
+                                     "release_latest (default), or v1 ... v6 (one release)")
+    p.add_argument("--start-date", help="livecodebench: first contest date kept (YYYY-MM-DD)")
+    p.add_argument("--end-date", help="livecodebench: last contest date kept (YYYY-MM-DD)")
+    p.add_argument("--platform", help="livecodebench: leetcode, atcoder and/or codeforces "
+                                      "(comma-separated)")
+    p.add_argument("--livebench-date", help="livebench: questions as of this date (default "
+                                            "today): removed ones are left out")
+
+
+BENCHMARK_OPTIONS = ("release", "start_date", "end_date", "platform", "livebench_date")
+
+
+def benchmark_options(args) -> dict:
+    """The loader options the benchmark flags set (only those given)."""
+    return {k: getattr(args, k) for k in BENCHMARK_OPTIONS
+            if getattr(args, k, None) not in (None, "")}
+
+
+def fit_bon(bon: list[tuple[int, int]], k_code: int, k_test: int
+            ) -> tuple[list[tuple[int, int]], list[str]]:
+    """Best-of-N settings at the size actually drawn: an N above ``k_code`` or an M above
+    ``k_test`` is reported as ``min(N, k_code) x min(M, k_test)``, each change with a note;
+    settings that become the same are reported once."""
+    out, notes = [], []
+    for n, m in bon:
+        fit = (min(n, k_code), min(m, k_test))
+        if fit != (n, m):
+            notes.append(f"bon {n}x{m} asked but only {k_code} solutions and {k_test} tests "
+                         f"were drawn: reported as bon_{fit[0]}x{fit[1]}")
+        if fit not in out:
+            out.append(fit)
+    return out, notes
+
+
 def add_eval_arguments(e) -> None:
     e.add_argument("--config", help="YAML of any of these flags (underscores for dashes); "
                                     "flags given on the command line win")
     e.add_argument("--benchmark", help="a dataset name (see `coevo tasks check`)")
     e.add_argument("--data", help="a local copy of the benchmark (default: its public source)")
     e.add_argument("--split", help="dataset split")
+    benchmark_flags(e)
     e.add_argument("--limit", type=int, help="a seeded sample of this many problems")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--samples", help="score this JSONL of solutions (evalplus format: task_id "
@@ -73,6 +111,7 @@ def _load(args, executor, for_samples: bool):
     from ..tasks.model import seeded_sample
     name = args.benchmark.lower().replace("-", "").replace("_", "")
     options = {"split": args.split} if args.split else {}
+    options.update(benchmark_options(args))
     if name in PLUS:
         options.update(executor=executor, chunk=None if for_samples else 50)
         if for_samples:  # expected outputs only for the tasks that have samples
@@ -114,6 +153,11 @@ def evaluate(args, argv: list[str]) -> int:
     bad = [r for r in rankers if r not in RANKERS]
     if bad:
         raise CLIError(f"--rankers: unknown {', '.join(bad)}; choose from {', '.join(RANKERS)}")
+    bon_notes: list[str] = []
+    if not args.samples:
+        bon, bon_notes = fit_bon(bon, args.k_code, args.k_test)
+        for note in bon_notes:
+            print(f"note: {note}", file=sys.stderr)
     if not args.samples and not args.model:
         raise CLIError("give --model (to generate) or --samples (to score existing solutions)")
     for flag in ("k_code", "k_test", "limit", "concurrency", "batch_size"):
@@ -164,6 +208,7 @@ def evaluate(args, argv: list[str]) -> int:
             results = {"benchmark": ts.name, "source": ts.origin, "model": args.model,
                        "engine": args.engine, "k_code": args.k_code, "k_test": args.k_test,
                        "bon": [f"{n}x{m}" for n, m in bon], "rankers": rankers,
+                       **({"notes": bon_notes} if bon_notes else {}),
                        "sampling": vars(sampling), **summary,
                        "per_task": {p.task_id: {"correct": p.correct.tolist(),
                                                 "matrix": p.matrix.astype(int).tolist(),
@@ -186,6 +231,7 @@ def add_rank_arguments(r) -> None:
     r.add_argument("--benchmark", help="problems by task_id from this dataset")
     r.add_argument("--data", help="a local copy of the benchmark")
     r.add_argument("--split")
+    benchmark_flags(r)
     r.add_argument("--tester", help="a tester model writing the tests (with --benchmark)")
     r.add_argument("--engine", default="transformers", choices=ENGINES)
     r.add_argument("--base-url")
@@ -224,7 +270,8 @@ def rank(args) -> int:
     if args.benchmark:
         try:
             bench = load_tasks(args.benchmark, args.data,
-                               **({"split": args.split} if args.split else {}))
+                               **({"split": args.split} if args.split else {}),
+                               **benchmark_options(args))
         except LoaderError as e:
             raise CLIError(str(e))
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from .base import PLUS, CLIError, Command, make_executor, sandbox_flags
+from .evaluate import benchmark_flags, benchmark_options
 
 
 class TasksCommand(Command):
@@ -21,6 +22,7 @@ class TasksCommand(Command):
         c.add_argument("--path", help="a local file (default: the public source: hub id or "
                                       "package)")
         c.add_argument("--split", help="split (mbpp: prompt/test/validation/train; hub sets)")
+        benchmark_flags(c)
         c.add_argument("--limit", type=int, help="humanevalplus/mbppplus: check a seeded sample")
         c.add_argument("--seed", type=int, default=0)
         c.add_argument("--slots", type=int, default=None)
@@ -35,7 +37,7 @@ class TasksCommand(Command):
 
         ex = make_executor(args)
         try:
-            options = {}
+            options = benchmark_options(args)
             if args.split:
                 options["split"] = args.split
             if args.limit is not None:

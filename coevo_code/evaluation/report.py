@@ -30,6 +30,7 @@ def write_results(out_dir: Path, results: dict) -> list[Path]:
                                       "parse_fail_code", "parse_fail_test", "source")
              if k in results}
     md += [""] + [f"- {k}: {v}" for k, v in extra.items()]
+    md += [f"- note: {n}" for n in results.get("notes", [])]
     (out_dir / "results.md").write_text("\n".join(md) + "\n")
     paths.append(out_dir / "results.md")
     bon = {k: v for k, v in metrics.items() if k.startswith("bon_") and v is not None}

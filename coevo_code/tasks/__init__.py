@@ -17,7 +17,8 @@ LOADERS = {**LOADERS, "humanevalplus": load_humanevalplus, "mbppplus": load_mbpp
 
 def load_tasks(name: str, source=None, **options) -> TaskSet:
     """Load benchmark ``name`` from ``source`` (a local file or a hub id; default: the public
-    source). Options: ``split`` (mbpp, hub sets), ``start_date``/``end_date`` (livecodebench),
+    source). Options: ``split`` (mbpp, hub sets), ``release``/``start_date``/``end_date``/
+    ``platform`` (livecodebench), ``livebench_date`` (livebench),
     ``gold`` (codecontests), ``limit``/``seed``/``executor`` (humanevalplus, mbppplus)."""
     key = name.lower().replace("-", "").replace("_", "")
     if key not in LOADERS:

@@ -8,13 +8,9 @@ local-file way. Local files: ``.jsonl``, ``.jsonl.gz``, ``.json`` (a list), ``.p
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
-import pickle
 import re
-import zlib
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -279,113 +275,9 @@ def load_cure(source=None, split: str | None = None) -> TaskSet:
     return TaskSet(name, origin, tasks)
 
 
-# ---- LiveCodeBench and LiveBench ---------------------------------------------------------------
-def decode_lcb_tests(raw, where: str) -> list[dict]:
-    """LiveCodeBench test cases: a JSON string, or base64(zlib(pickle(JSON string)))."""
-    if raw is None or raw == "":
-        return []
-    if isinstance(raw, list):
-        return raw
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, TypeError):
-        pass
-    try:
-        inner = pickle.loads(zlib.decompress(base64.b64decode(raw)))  # noqa: S301 - LCB's format
-        return json.loads(inner) if isinstance(inner, (str, bytes)) else inner
-    except Exception as e:  # noqa: BLE001
-        raise LoaderError(f"{where}: test cases are neither JSON nor base64(zlib(pickle(JSON))) "
-                          f"({type(e).__name__})") from None
-
-
-def lcb_functional_test(func: str, in_class: bool, inp: str, out: str) -> TestCase:
-    """One LeetCode-style test: one JSON value per input line, one line per argument; the value
-    is compared as LiveCodeBench does (a tuple counts as a list)."""
-    call = f"Solution().{func}" if in_class else func
-    code = (f"import json as _json\n"
-            f"_args = [_json.loads(_l) for _l in {inp!r}.split('\\n') if _l.strip()]\n"
-            f"_value = {call}(*_args)\n"
-            f"if isinstance(_value, tuple):\n    _value = list(_value)\n"
-            f"assert _value == _json.loads({out!r})")
-    return TestCase(code=code)
-
-
-def _lcb_task(name, k, r, prompt, metadata_raw, starter) -> Task:
-    qid = str(_need(r, "question_id", k, name))
-    where = f"{name} record {k} ({qid})"
-    public = decode_lcb_tests(r.get("public_test_cases"), where + " public_test_cases")
-    private = decode_lcb_tests(r.get("private_test_cases"), where + " private_test_cases")
-    kinds = {t.get("testtype") for t in public + private}
-    if kinds - {"stdin", "functional"} or len(kinds) > 1:
-        raise LoaderError(f"{where}: test types {sorted(map(str, kinds))}, expected stdin or "
-                          "functional")
-    if isinstance(metadata_raw, str):
-        try:
-            metadata_raw = json.loads(metadata_raw or "{}")
-        except json.JSONDecodeError:
-            raise LoaderError(f"{where}: metadata is not JSON") from None
-    meta = metadata_raw or {}
-    if kinds == {"functional"}:
-        func = meta.get("func_name")
-        if not func:
-            raise LoaderError(f"{where}: functional tests but no func_name in metadata")
-        in_class = "class Solution" in (starter or "")
-        conv = lambda ts: [lcb_functional_test(func, in_class, t["input"], t["output"]) for t in ts]
-        return Task(id=qid, source=name, kind="functional", prompt=prompt, tests=conv(public + private),
-                    examples=conv(public), entry_point=func, starter_code=starter or "",
-                    metadata={"contest_date": r.get("contest_date"), "platform": r.get("platform"),
-                              "difficulty": r.get("difficulty")})
-    conv = lambda ts: [TestCase(input=t["input"], output=t["output"]) for t in ts]
-    return Task(id=qid, source=name, kind="stdio", prompt=prompt, tests=conv(public + private),
-                examples=conv(public), starter_code=starter or "",
-                metadata={"contest_date": r.get("contest_date"), "platform": r.get("platform"),
-                          "difficulty": r.get("difficulty")})
-
-
-def _date(value) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).replace(tzinfo=None)
-
-
-def load_livecodebench(source=None, split: str | None = None, start_date=None,
-                       end_date=None) -> TaskSet:
-    """LiveCodeBench (jsonl releases): stdin and functional problems, private tests decoded,
-    restricted to contests in [start_date, end_date] when given (to avoid contamination)."""
-    name = "livecodebench"
-    items, origin = _records(name, source, split)
-    lo, hi = _date(start_date), _date(end_date)
-    tasks = []
-    for k, r in items:
-        when = _date(_need(r, "contest_date", k, name))
-        if (lo and when < lo) or (hi and when > hi):
-            continue
-        prompt = f"{r.get('question_title') or ''}\n\n{_need(r, 'question_content', k, name)}".strip()
-        tasks.append(_lcb_task(name, k, r, prompt, r.get("metadata"), r.get("starter_code")))
-    window = f" [{start_date or '...'}, {end_date or '...'}]" if (lo or hi) else ""
-    return TaskSet(name + window, origin, tasks)
-
-
-def load_livebench(source=None, split: str | None = None) -> TaskSet:
-    """LiveBench coding: tests stored the LiveCodeBench way; the function name and starter code
-    come from ``original_json``."""
-    name = "livebench"
-    items, origin = _records(name, source, split)
-    tasks = []
-    for k, r in items:
-        turns = _need(r, "turns", k, name)
-        orig = r.get("original_json") or {}
-        if isinstance(orig, str):
-            try:
-                orig = json.loads(orig)
-            except json.JSONDecodeError:
-                raise LoaderError(f"livebench record {k}: original_json is not JSON") from None
-        task = _lcb_task(name, k, r, turns[0] if turns else "", orig.get("metadata"),
-                         orig.get("starter_code"))
-        task.metadata.update({"task": r.get("task"), "release_date": r.get("release_date"),
-                              "partial_solution": r.get("partial_solution")})
-        tasks.append(task)
-    return TaskSet(name, origin, tasks)
+# ---- LiveCodeBench and LiveBench: coevo_code/tasks/livecodebench.py and livebench.py ----------
+from .livebench import load_livebench  # noqa: E402
+from .livecodebench import decode_lcb_tests, load_livecodebench  # noqa: E402,F401
 
 
 LOADERS: dict[str, Callable[..., TaskSet]] = {

@@ -53,9 +53,15 @@ class CoevoConfig(GRPOConfig):
     Data
         tasks: dataset name (``bundled``, ``codecontests``, ``cure``, ``mbpp``, ``humaneval``,
             ``livecodebench``, ... see ``coevo tasks check``); tasks_path: a local file (default: the
-            public source); tasks_split; tasks_limit: a seeded sample of that many problems.
-        eval_tasks, eval_tasks_path, eval_tasks_split, eval_tasks_limit: an optional labelled set
-            scored every ``eval_steps`` (code accuracy, unit-test accuracy, best-of-N).
+            public source); tasks_split; tasks_limit: a seeded sample of that many problems;
+            tasks_release, tasks_start_date, tasks_end_date, tasks_platform: LiveCodeBench's
+            release, contest-date window (both ends included) and platforms, as ``--release``,
+            ``--start-date``, ``--end-date`` and ``--platform`` of ``coevo eval``.
+        eval_tasks, eval_tasks_path, eval_tasks_split, eval_tasks_limit, eval_tasks_release,
+            eval_tasks_start_date, eval_tasks_end_date, eval_tasks_platform: an optional labelled
+            set scored every ``eval_steps`` (code accuracy, unit-test accuracy, best-of-N); a
+            window after the training one keeps the evaluation problems newer than the training
+            ones.
     Rewards
         label_source: where the correct set comes from: ``gold`` (the gold tests), or label-free
             (``coevo_code.labels``): ``partner`` / ``ring`` (Co-RL: the other agents' tests and
@@ -126,11 +132,27 @@ class CoevoConfig(GRPOConfig):
                                          "public source)")
     tasks_split: str | None = _lock(None, "split of the training dataset")
     tasks_limit: int | None = _lock(None, "use a seeded sample of this many training problems")
+    tasks_release: str | None = _lock(None, "livecodebench training problems: release_v1 ... "
+                                            "release_v6, release_latest, or v1 ... v6")
+    tasks_start_date: str | None = _lock(None, "livecodebench training problems: first contest "
+                                               "date kept (YYYY-MM-DD)")
+    tasks_end_date: str | None = _lock(None, "livecodebench training problems: last contest "
+                                             "date kept (YYYY-MM-DD, included)")
+    tasks_platform: str | None = _lock(None, "livecodebench training problems: leetcode, atcoder "
+                                             "and/or codeforces (comma-separated)")
     eval_tasks: str | None = _lock(None, "labelled evaluation problems scored every eval_steps")
     eval_tasks_path: str | None = _lock(None, "local file of the evaluation problems")
     eval_tasks_split: str | None = _lock(None, "split of the evaluation dataset")
     eval_tasks_limit: int | None = _lock(None, "use a seeded sample of this many evaluation "
                                                "problems")
+    eval_tasks_release: str | None = _lock(None, "livecodebench evaluation problems: release "
+                                                 "(as tasks_release)")
+    eval_tasks_start_date: str | None = _lock(None, "livecodebench evaluation problems: first "
+                                                    "contest date kept (YYYY-MM-DD)")
+    eval_tasks_end_date: str | None = _lock(None, "livecodebench evaluation problems: last "
+                                                  "contest date kept (YYYY-MM-DD, included)")
+    eval_tasks_platform: str | None = _lock(None, "livecodebench evaluation problems: platforms "
+                                                  "(as tasks_platform)")
     # rewards
     label_source: str = _lock("gold", "where the correct set comes from",
                               choices=list(LABEL_SOURCES))

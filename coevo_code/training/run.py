@@ -66,8 +66,13 @@ class RunResult:
     trainer: object = None  # the CoevoTrainer (closed), for inspection
 
 
-def _load(name, path, split, limit, seed, what, need_gold: bool = True) -> list[Task]:
-    options = {"split": split} if split else {}
+def _load(name, path, split, limit, seed, what, need_gold: bool = True,
+          **selection) -> list[Task]:
+    """``selection``: the loader's own options (livecodebench: release, start_date, end_date,
+    platform), those set only."""
+    options = {k: v for k, v in selection.items() if v not in (None, "")}
+    if split:
+        options["split"] = split
     try:
         ts = load_tasks(name, path, **options)
     except LoaderError as e:
@@ -76,6 +81,13 @@ def _load(name, path, split, limit, seed, what, need_gold: bool = True) -> list[
     if not tasks:
         raise LoaderError(f"{what}: {ts.summary()}: no problem has a gold test")
     return seeded_sample(tasks, limit, seed)
+
+
+def _selection(config: CoevoConfig, prefix: str) -> dict:
+    """The benchmark selection fields of one data set (``tasks_release`` ... ``tasks_platform``)
+    as loader options."""
+    return {k: getattr(config, f"{prefix}_{k}", None)
+            for k in ("release", "start_date", "end_date", "platform")}
 
 
 def shown_tasks(tasks: list[Task], problem_field: str | None) -> list[Task]:
@@ -224,11 +236,13 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     extra_rewards = reward_funcs(config.reward_funcs)  # a bad name fails before any work
     if tasks is None:
         tasks = _load(config.tasks, config.tasks_path, config.tasks_split, config.tasks_limit,
-                      config.seed, "--tasks", need_gold=config.label_source == "gold")
+                      config.seed, "--tasks", need_gold=config.label_source == "gold",
+                      **_selection(config, "tasks"))
     if eval_tasks is None and config.eval_tasks:
         # the same evaluation problems whatever the run's seed: seeds compare on one set
         eval_tasks = _load(config.eval_tasks, config.eval_tasks_path, config.eval_tasks_split,
-                           config.eval_tasks_limit, 0, "--eval_tasks")
+                           config.eval_tasks_limit, 0, "--eval_tasks",
+                           **_selection(config, "eval_tasks"))
     eval_tasks = list(eval_tasks or [])
 
     name = getattr(model_args, "model_name_or_path", None)

@@ -1,0 +1,120 @@
+"""LiveBench coding (``livebench/coding``): LiveCodeBench-schema rows graded the way LiveBench's
+``process_results/coding/utils.py`` grades them.
+
+- ``coding_completion`` rows are graded as ``partial_solution + "\\n" + answer`` (unless the answer
+  already starts with the partial solution), as LiveBench does;
+- questions already removed (``livebench_removal_date`` on or before ``livebench_date``, default
+  today) or not yet released (``livebench_release_date`` after it) are left out and counted in
+  the load report;
+- 6 s per test; LiveBench's prelude (the LiveCodeBench imports, recursion limit 600000) before
+  every program, after its guard's ``exit``, ``quit`` and ``help`` set to None; a stdin program
+  wrapped as LiveCodeBench's grader wraps one; a stdin answer compared with LiveBench's rules (its
+  copy of an older LiveCodeBench ``testing_util``): the whole output or its stripped lines equal
+  the stripped expected text, or the non-empty lines equal the expected non-empty stripped lines,
+  or, unless every line is an integer, each line read as one float is ``allclose`` (rtol 1e-5,
+  atol 1e-8) to the expected one; a functional answer equal to the expected value (a tuple
+  counts as a list) or to the first element of an expected list.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+
+from .livecodebench import ReportedTaskSet, lcb_task, parse_date
+from .model import LoaderError, TaskSet
+
+LIVEBENCH_PRELUDE = (
+    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
+    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\n"
+    "from random import *\nfrom statistics import *\nfrom itertools import *\n"
+    "from functools import *\nfrom operator import *\nfrom io import *\nfrom sys import *\n"
+    "from json import *\nfrom builtins import *\nfrom typing import *\nimport string\nimport re\n"
+    "import datetime\nimport collections\nimport heapq\nimport bisect\nimport copy\nimport math\n"
+    "import random\nimport statistics\nimport itertools\nimport functools\nimport operator\n"
+    "import io\nimport sys\nimport json\nsys.setrecursionlimit(6*10**5)\n")
+
+# LiveBench's ReliabilityGuard also sets exit() to None (LiveCodeBench's current one does not)
+LIVEBENCH_GUARD = ("import builtins as _guard\n_guard.exit = None\n_guard.quit = None\n"
+                   "_guard.help = None\ndel _guard\n")
+
+LIVEBENCH_STDIO_CHECKER = '''
+import math
+
+
+def _is_int(v):
+    return isinstance(v, str) and v.isdigit()
+
+
+def _allclose(a, b):
+    return len(a) == len(b) and all(
+        x == y or (math.isfinite(x) and math.isfinite(y) and abs(x - y) <= 1e-8 + 1e-5 * abs(y))
+        for x, y in zip(a, b))
+
+
+def check(input, expected, actual):
+    out = actual.splitlines()
+    want = expected.strip()
+    if "\\n".join(out).strip() == want or "\\n".join(o.strip() for o in out).strip() == want:
+        return True
+    if out == [expected]:
+        return True
+    lines = [x.strip() for x in expected.split("\\n") if len(x)]
+    if out == lines:
+        return True
+    out = [o for o in out if len(o)]
+    if out == lines:
+        return True
+    try:
+        if not all(_is_int(a) and _is_int(b) for a, b in zip(out, lines)):
+            return _allclose([float(e) for e in out], [float(e) for e in lines])
+    except Exception:
+        pass
+    return False
+'''
+
+
+def load_livebench(source=None, split: str | None = None, livebench_date=None) -> TaskSet:
+    """LiveBench coding (``LCB_generation`` and ``coding_completion``), as of ``livebench_date``
+    (default today): removed and not-yet-released questions are left out and counted."""
+    from .loaders import _need, _records
+    name = "livebench"
+    as_of = parse_date(livebench_date, "--livebench-date") or datetime.combine(date.today(),
+                                                                               datetime.min.time())
+    items, origin = _records(name, source, split)
+    tasks, removed, unreleased = [], [], 0
+    for k, r in items:
+        qid = str(_need(r, "question_id", k, name))
+        where = f"livebench record {k} ({qid})"
+        gone = parse_date(r.get("livebench_removal_date") or None, f"{where} livebench_removal_date")
+        born = parse_date(r.get("livebench_release_date") or None,
+                          f"{where} livebench_release_date")
+        if gone is not None and gone <= as_of:
+            removed.append(qid)
+            continue
+        if born is not None and born > as_of:
+            unreleased += 1
+            continue
+        turns = _need(r, "turns", k, name)
+        orig = r.get("original_json") or {}
+        if isinstance(orig, str):
+            try:
+                orig = json.loads(orig)
+            except json.JSONDecodeError:
+                raise LoaderError(f"{where}: original_json is not JSON") from None
+        partial = r.get("partial_solution") or ""
+        completion = r.get("task") == "coding_completion" and bool(partial)
+        task = lcb_task(name, k, r, turns[0] if turns else "", orig.get("metadata"),
+                        orig.get("starter_code"), prelude=LIVEBENCH_GUARD + LIVEBENCH_PRELUDE,
+                        stdio_checker=LIVEBENCH_STDIO_CHECKER, first_of_list=True,
+                        completion_prefix=partial if completion else "",
+                        program_prefix=partial + "\n" if completion else "",
+                        references=[r["solution"]] if r.get("solution") else [])
+        task.metadata.update({"task": r.get("task"), "release_date": r.get("release_date"),
+                              "livebench_release_date": r.get("livebench_release_date"),
+                              "partial_solution": partial or None})
+        tasks.append(task)
+    notes = [f"{len(removed)} removed on or before {as_of.date()} (livebench_removal_date)"]
+    if unreleased:
+        notes.append(f"{unreleased} released after {as_of.date()}")
+    return ReportedTaskSet(f"{name} (as of {as_of.date()})", origin, tasks, notes=notes)
