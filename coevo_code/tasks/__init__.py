@@ -5,13 +5,16 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
+from .codecontests import load_codecontests
+from .codeforces import load_codeforces
 from .evalplus import load_humanevalplus, load_mbppplus
 from .loaders import HUB_IDS, LOADERS, decode_lcb_tests, read_records
 from .model import LoaderError, Task, TaskSet, TestCase
 from .native import load_bundled, load_native
 from .world import load_world
 
-LOADERS = {**LOADERS, "humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus,
+LOADERS = {**LOADERS, "codecontests": load_codecontests, "codeforces": load_codeforces,
+           "humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus,
            "native": load_native, "bundled": load_bundled, "world": load_world}
 
 
