@@ -51,10 +51,18 @@ def parse_gold(gold) -> tuple[str, ...]:
     return tuple(dict.fromkeys(kinds))
 
 
-def _count(block) -> int:
+def _count(block, where: str) -> int:
+    """How many tests a block holds, checked as :func:`_io_pairs` would (without decoding)."""
+    if block is None:
+        return 0
     if isinstance(block, dict):
-        return len(block.get("input") or [])
-    return len(block) if isinstance(block, list) else 0
+        ins, outs = block.get("input") or [], block.get("output") or []
+        if len(ins) != len(outs):
+            raise LoaderError(f"{where}: {len(ins)} inputs but {len(outs)} outputs")
+        return len(ins)
+    if isinstance(block, list):
+        return len(block)
+    raise LoaderError(f"{where}: tests must be {{input: [...], output: [...]}} or a list")
 
 
 def gold_tests(row: dict, gold: tuple[str, ...], where: str) -> list[TestCase]:
@@ -92,7 +100,8 @@ def load_codecontests(source=None, split: str | None = None, gold=DEFAULT_GOLD,
     for k, r, fetch in rows:
         pname = str(_need(r, "name", k, name))
         where = f"codecontests record {k} ({pname})"
-        counts = {kind: _count(r.get(f"{kind}_tests")) for kind in GOLD_KINDS}
+        counts = {kind: _count(r.get(f"{kind}_tests"), f"{where} {kind}_tests")
+                  for kind in GOLD_KINDS}
         n_gold = sum(counts[kind] for kind in gold)
         if n_gold == 0:
             why = (f"{where}: no gold tests ({'+'.join(gold)} "
