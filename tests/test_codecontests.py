@@ -156,6 +156,9 @@ def test_validate_drops_what_trusted_solutions_disagree_with(tmp_path, executor)
     assert {k: v for k, v in cleaned[1].items() if k != "coevo_validation"} == rows[1]
     ts = load_tasks("codecontests", out)
     assert ts[0].metadata["validation"]["trusted"] == 3 and len(ts[0].tests) == 5
+    from coevo_code.training.run import _load  # what the trainer reads tasks_path with
+    assert [len(t.tests) for t in _load("codecontests", str(out), None, None, 0, "tasks")] \
+        == [5, 7, 3]
     after = check_tasks(ts, executor, references=1)
     assert after.per_problem[0].references_passed == 1
     with pytest.raises(LoaderError, match="is the input file"):
