@@ -187,3 +187,26 @@ def test_check_and_validate_commands(tmp_path):
     p = subprocess.run(base + ["check", "mbpp", "--gold-tests", "private", "-q"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stderr.strip() == "coevo: --gold-tests applies to codecontests"
+
+
+MEMO = ('s = input().strip()\n'
+        'print(2469135780246912 if s == "1234567890123456" else 2 * int(s) if int(s) < 5 else 0)')
+
+
+def test_a_solution_holding_the_private_inputs_decides_nothing(tmp_path, executor):
+    """A "correct" solution that compares the input with a private test's and prints its answer
+    (1060_A has one) passes the setters' tests but is wrong elsewhere: its disagreement on a
+    generated test drops nothing. Inputs in comments do not count."""
+    from coevo_code.tasks.validate import memorizes
+    assert memorizes(MEMO, ["1234567890123456\n"])
+    assert not memorizes("# tried 1234567890123456\nprint(1)", ["1234567890123456\n"])
+    assert not memorizes(MEMO, ["123456789012345\n"])  # shorter than 16: not evidence
+    row = cc_row("9_Z", private_tests={"input": ["1234567890123456\n"],
+                                       "output": ["2469135780246912\n"]},
+                 generated_tests={"input": ["7\n"], "output": ["14\n"]},
+                 solutions={"language": [3, 3], "solution": [DOUBLE, MEMO]})
+    src, out = tmp_path / "cc.jsonl", tmp_path / "clean.jsonl"
+    src.write_text(json.dumps(row) + "\n")
+    v = validate_codecontests(src, out, executor)[0]
+    assert (v.memorizing, v.trusted, v.dropped) == ([1], 1, []), v.line()
+    assert "1 solutions hold public/private inputs verbatim" in v.line()

@@ -9,7 +9,10 @@ differently from the recorded output. For each row:
 1. its Python 3 solutions (all, or the first ``references``) run on its public, private and
    generated tests;
 2. the *trusted* ones are those passing every public and private test (the tests written by
-   the problem setters);
+   the problem setters) without memorizing them: a solution whose source holds a line of a public
+   or private input of at least :data:`MEMO_MIN` characters verbatim (``1060_A``'s solution 398
+   compares the input with eight private inputs and prints their answers, and ``n // 11``
+   otherwise) is not trusted;
 3. a generated test is dropped when a trusted solution gets ``wrong_answer`` or
    ``runtime_error`` on it: the correct solutions disagree with its expected output.
    A timeout or memory-limit verdict says nothing about the output and drops nothing; such tests
@@ -34,6 +37,24 @@ from .model import LoaderError
 from .rows import iter_rows
 
 DISAGREE = ("wrong_answer", "runtime_error")
+MEMO_MIN = 16
+
+
+def memorizes(source: str, inputs: list[str]) -> bool:
+    """Whether a string literal of ``source`` holds a line of one of ``inputs`` (at least
+    :data:`MEMO_MIN` characters, stripped) verbatim. Comments do not count (solutions often keep
+    the examples they tried in comments)."""
+    import ast
+    try:
+        literals = [n.value for n in ast.walk(ast.parse(source))
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    if not literals:
+        return False
+    lines = {x.strip() for text in inputs for x in text.splitlines()}
+    lines = [x for x in lines if len(x) >= MEMO_MIN]
+    return any(line in lit for lit in literals for line in lines)
 
 
 @dataclass
@@ -42,6 +63,7 @@ class RowValidation:
     generated: int = 0
     references: int = 0
     trusted: int = 0
+    memorizing: list[int] = field(default_factory=list)  # solutions holding test inputs
     dropped: list[int] = field(default_factory=list)
     disagreeing: dict[int, int] = field(default_factory=dict)  # test -> trusted refs failing
     slow: dict[int, int] = field(default_factory=dict)  # test -> trusted refs timing out
@@ -53,6 +75,9 @@ class RowValidation:
         s = (f"{self.name}: {len(self.dropped)} of {self.generated} generated tests dropped "
              f"({self.trusted} of {self.references} Python 3 solutions pass every public and "
              f"private test and decide)")
+        if self.memorizing:
+            s += (f"; {len(self.memorizing)} solutions hold public/private inputs verbatim "
+                  f"and do not decide ({', '.join(map(str, self.memorizing[:10]))})")
         if self.dropped:
             s += "; dropped (trusted solutions disagreeing): " + ", ".join(
                 f"{j} ({self.disagreeing[j]})" for j in self.dropped[:30]) + (
@@ -63,6 +88,7 @@ class RowValidation:
 
     def record(self) -> dict:
         return {"references": self.references, "trusted": self.trusted,
+                "memorizing": self.memorizing,
                 "generated_before": self.generated, "dropped": self.dropped,
                 "disagreeing": {str(k): v for k, v in self.disagreeing.items()},
                 "slow": {str(k): v for k, v in self.slow.items()}}
@@ -81,9 +107,12 @@ def _clean_row(row: dict, v: RowValidation) -> dict:
     return out
 
 
-def _job(row: dict, refs: list[str], where: str, time_s: float, mem_mb: int) -> tuple[dict, int]:
+def _job(row: dict, refs: list[str], where: str, time_s: float, mem_mb: int,
+         v: RowValidation) -> tuple[dict, int]:
     trusted_tests = (_io_pairs(row.get("public_tests"), where + " public_tests")
                      + _io_pairs(row.get("private_tests"), where + " private_tests"))
+    inputs = [t.input for t in trusted_tests]
+    v.memorizing = [i for i, src in enumerate(refs) if memorizes(src, inputs)]
     generated = _io_pairs(row.get("generated_tests"), where + " generated_tests")
     job = {"id": where, "kind": "stdio", "programs": refs,
            "tests": [t.to_job() for t in trusted_tests + generated],
@@ -95,12 +124,13 @@ def _decide(v: RowValidation, result: dict, n_trusted_tests: int) -> None:
     if not result.get("outcomes"):
         v.skipped = f"executor error: {result.get('error', 'no result')}"
         return
-    trusted = [outs for outs in result["outcomes"]
-               if all(o == "ok" for o in outs[:n_trusted_tests])]
+    memo = set(v.memorizing)
+    trusted = [outs for i, outs in enumerate(result["outcomes"])
+               if i not in memo and all(o == "ok" for o in outs[:n_trusted_tests])]
     v.trusted = len(trusted)
     if not trusted:
         v.skipped = (f"none of its {v.references} Python 3 solutions passes every public and "
-                     "private test")
+                     "private test without holding their inputs")
         return
     for j in range(v.generated):
         outs = Counter(row[n_trusted_tests + j] for row in trusted)
@@ -156,7 +186,7 @@ def validate_codecontests(source, out_path, executor, references: int | None = N
             else:
                 seconds, mb = limits(row)
                 job, n = _job(row, refs, where, seconds or FALLBACK_TIME_LIMIT_S,
-                              mb or FALLBACK_MEMORY_MB)
+                              mb or FALLBACK_MEMORY_MB, v)
                 jobs.append(job)
             pending.append((row, v, n))
             if len(pending) >= batch:
