@@ -210,3 +210,23 @@ def test_a_solution_holding_the_private_inputs_decides_nothing(tmp_path, executo
     v = validate_codecontests(src, out, executor)[0]
     assert (v.memorizing, v.trusted, v.dropped) == ([1], 1, []), v.line()
     assert "1 solutions hold public/private inputs verbatim" in v.line()
+
+
+def test_a_hub_split_is_read_by_index_from_arrow(sample, monkeypatch):
+    """The hub path (no network here): ``datasets.load_dataset`` answers with an Arrow-backed
+    split of the real rows; tasks re-read their row by index and match the file's."""
+    datasets = pytest.importorskip("datasets")
+    asked = []
+
+    def fake_load(*args, split=None, **kw):
+        asked.append((args, split))
+        return datasets.Dataset.from_list(sample)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    hub = load_tasks("codecontests", split="train")
+    assert asked == [(("deepmind/code_contests",), "train")] and hub.origin.startswith("hub:")
+    ref = load_tasks("codecontests", SAMPLE)
+    assert isinstance(hub[6].tests, RowField)
+    for t, r in zip(hub, ref):
+        assert t.id == r.id and list(t.tests) == list(r.tests)
+        assert list(t.references) == list(r.references)

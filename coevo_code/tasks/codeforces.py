@@ -23,6 +23,7 @@ time_limit, memory_limit, rating, tags``.
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 from ..execution.fileio import files_checker
 from .loaders import HUB_IDS, _io_pairs, _need
@@ -51,7 +52,7 @@ def load_codeforces(source=None, split: str | None = None, config: str = "defaul
     if config not in CONFIGS:
         raise LoaderError(f"codeforces: unknown --config {config!r}; choose from "
                           f"{', '.join(CONFIGS)}")
-    hub = source is None
+    hub = source is None or not Path(source).exists()
     rows, origin, lazy = iter_rows(source or HUB_IDS[name], name, split, columns=LAZY_COLUMNS,
                                    hub_config=config if hub else None)
     tasks: list[Task] = []
