@@ -140,6 +140,9 @@ def test_validate_drops_what_trusted_solutions_disagree_with(tmp_path, executor)
             cc_row("3_C", generated_tests={"input": [], "output": []})]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     before = check_tasks(load_tasks("codecontests", src), executor)
+    one_by_one = check_tasks(load_tasks("codecontests", src), executor, batch=1)
+    assert [p.to_dict() for p in one_by_one.per_problem] == [p.to_dict()
+                                                              for p in before.per_problem]
     p = before.per_problem[0]
     assert (p.references, p.references_passed, p.incorrect, p.incorrect_failed) == (4, 0, 1, 1)
     assert before.per_problem[1].skipped == "Python 2 solutions only (1)"

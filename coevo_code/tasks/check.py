@@ -123,13 +123,26 @@ def _stages(n: int) -> list[range]:
 
 
 def check_tasks(taskset: TaskSet, executor, progress=None, references: int | None = None,
-                incorrect: bool = True) -> CheckReport:
+                incorrect: bool = True, batch: int = 32) -> CheckReport:
     """Run each problem's reference solutions (all, or the first ``references``) against its
     gold tests and, with ``incorrect``, its published incorrect solutions (as many), each until
     its first failing stage of tests (:func:`_stages`: an incorrect solution that loops is not
-    run against every test)."""
-    jobs, plans, per = [], [], []
-    for t in taskset:
+    run against every test). Problems go to the executor ``batch`` at a time, so that the tests
+    and solutions of a large split are decoded a batch at a time too."""
+    per: list[ProblemCheck] = []
+    failed: list[str] = []
+    counts = [0, 0]
+    tasks = list(taskset)
+    for start in range(0, len(tasks), batch):
+        _check_batch(tasks[start:start + batch], executor, progress, references, incorrect, per,
+                     failed, counts)
+    no_ref = [p.id for p in per if p.skipped]
+    return CheckReport(taskset.name, len(taskset), counts[0], counts[1], failed, no_ref, per)
+
+
+def _check_batch(tasks, executor, progress, references, incorrect, per, failed, counts) -> None:
+    jobs, plans = [], []
+    for t in tasks:
         refs = list(t.references[:references] if references is not None else t.references)
         bad = t.metadata.get("incorrect") if incorrect else None
         bad = list(bad[:references] if references is not None else bad) if bad else []
@@ -141,9 +154,7 @@ def check_tasks(taskset: TaskSet, executor, progress=None, references: int | Non
         p.references, p.incorrect = len(refs), len(bad)
         jobs.append(t.job(refs))
         plans.append((t, p, bad))
-    results = executor.run(jobs, progress=progress)
-    checked = passed = 0
-    failed = []
+    results = executor.run(jobs, progress=progress) if jobs else []
     for (t, p, _), r in zip(plans, results):
         if not r.get("passed"):
             p.skipped = f"executor error: {r.get('error', 'no result')}"
@@ -158,13 +169,12 @@ def check_tasks(taskset: TaskSet, executor, progress=None, references: int | Non
                 for j, ok in enumerate(row):
                     if not ok:
                         p.failures.setdefault(labels[j], Counter())[outs[j]] += 1
-        checked += p.references
-        passed += p.references_passed
+        counts[0] += p.references
+        counts[1] += p.references_passed
         if p.failing_references:
             failed.append(t.id)
+    del jobs, results
     _run_incorrect([(t, p, bad) for t, p, bad in plans if bad], executor, progress)
-    no_ref = [p.id for p in per if p.skipped]
-    return CheckReport(taskset.name, len(taskset), checked, passed, failed, no_ref, per)
 
 
 def _run_incorrect(plans, executor, progress) -> None:
