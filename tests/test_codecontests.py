@@ -184,9 +184,10 @@ def test_check_and_validate_commands(tmp_path):
                                "-q"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-800:]
     assert "2 of 4 generated tests dropped in 1 validated rows" in p.stdout
-    p = subprocess.run(base + ["check", "codecontests", "--path", str(clean), "-q"],
+    p = subprocess.run(base + ["check", "codecontests", "--path", str(clean), "-q", "--markdown"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "2/4 reference solutions pass" in p.stdout, p.stdout
+    assert "| 1_A | 5 | 2/4 | 1/1 | |" in p.stdout
     p = subprocess.run(base + ["check", "mbpp", "--gold-tests", "private", "-q"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stderr.strip() == "coevo: --gold-tests applies to codecontests"
@@ -233,3 +234,21 @@ def test_a_hub_split_is_read_by_index_from_arrow(sample, monkeypatch):
     for t, r in zip(hub, ref):
         assert t.id == r.id and list(t.tests) == list(r.tests)
         assert list(t.references) == list(r.references)
+
+
+def test_a_row_reading_input_txt_runs_with_files(tmp_path, executor):
+    file_double = ("n = int(open('input.txt').read())\n"
+                   "open('output.txt', 'w').write(str(2 * n))")
+    rows = [cc_row("7_F", input_file="input.txt", output_file="output.txt",
+                   generated_tests={"input": [], "output": []},
+                   solutions={"language": [3], "solution": [file_double]},
+                   incorrect_solutions={"language": [3], "solution": [DOUBLE]}),
+            cc_row("8_G", input_file="data.in", output_file="data.out")]
+    src = tmp_path / "cc.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ts = load_tasks("codecontests", src)
+    assert [t.input_mode for t in ts] == ["file", "stdio"]
+    assert "1 reading input.txt / writing output.txt (7_F)" in ts.summary()
+    assert "1 with other file names (run as stdio) (8_G)" in ts.summary()
+    p = check_tasks(ts, executor).per_problem[0]
+    assert (p.references_passed, p.incorrect_failed) == (1, 1)  # stdout is not its answer

@@ -35,6 +35,8 @@ class TasksCommand(Command):
         c.add_argument("--report", metavar="FILE", help="write the per-problem report (JSON)")
         c.add_argument("-v", "--verbose", action="store_true",
                        help="one line per problem (its failing tests by outcome)")
+        c.add_argument("--markdown", action="store_true",
+                       help="print the per-problem counts as a markdown table")
         _run_flags(c)
 
         v = self.add_parser(tsub, "validate",
@@ -87,6 +89,8 @@ class TasksCommand(Command):
         if args.verbose:
             for p in report.per_problem:
                 print("  " + p.line())
+        if args.markdown:
+            print(report.table())
         print(report.summary())
         if args.report:
             with open(args.report, "w", encoding="utf-8") as f:

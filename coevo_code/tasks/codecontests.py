@@ -126,7 +126,13 @@ def load_codecontests(source=None, split: str | None = None, gold=DEFAULT_GOLD,
         if mb is None:
             notes.setdefault(f"without a memory limit ({FALLBACK_MEMORY_MB} MB used)",
                              []).append(pname)
-        input_file = (r.get("input_file") or "").strip()
+        files = ((r.get("input_file") or "").strip(), (r.get("output_file") or "").strip())
+        mode = "stdio"
+        if files == ("input.txt", "output.txt"):
+            mode = "file"
+            notes.setdefault("reading input.txt / writing output.txt", []).append(pname)
+        elif any(f and f not in ("stdin", "stdout") for f in files):
+            notes.setdefault("with other file names (run as stdio)", []).append(pname)
         metadata = {"difficulty": r.get("difficulty"), "cf_rating": r.get("cf_rating"),
                     "source": r.get("source"), "test_counts": counts, "gold": gold,
                     "languages": {LANGUAGES.get(lang, str(lang)): c for lang, c in langs.items()},
@@ -145,7 +151,7 @@ def load_codecontests(source=None, split: str | None = None, gold=DEFAULT_GOLD,
             references=field_of(fetch, partial(solutions, key="solutions"), langs[PYTHON3], lazy),
             time_limit_s=float(seconds or FALLBACK_TIME_LIMIT_S),
             memory_limit_mb=int(mb or FALLBACK_MEMORY_MB),
-            input_mode="file" if input_file and input_file != "stdin" else "stdio",
+            input_mode=mode,
             metadata=metadata))
     label = name if gold == DEFAULT_GOLD else f"{name} [{'+'.join(gold)}]"
     return ReportedTaskSet(label, origin, tasks, refused=refused, notes=notes)
