@@ -168,3 +168,23 @@ def test_job_schema_refuses_bad_values():
         parse_job({"programs": [], "checker_convention": "files"})
     with pytest.raises(JobError, match="stdio jobs only"):
         parse_job({"kind": "functional", "programs": [], "input_mode": "file"})
+
+
+def test_the_configuration_goes_to_the_hub(cf_file, monkeypatch):
+    """From the hub (no network here: ``datasets.load_dataset`` answers with an Arrow split of
+    the fixture rows) the configuration is the dataset's own; rows are re-read by index."""
+    datasets = pytest.importorskip("datasets")
+    rows = [json.loads(x) for x in cf_file.read_text().splitlines()]
+    asked = []
+
+    def fake_load(*args, split=None, **kw):
+        asked.append((args, split))
+        return datasets.Dataset.from_list(rows)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    ts = load_tasks("codeforces", split="test", config="verifiable")
+    assert asked == [(("open-r1/codeforces", "verifiable"), "test")]
+    # the hub's configuration already selected its rows: no local filter (5/C stays)
+    assert [t.id for t in ts] == ["1/A", "2/A", "5/C"]
+    assert [(x.input, x.output) for x in ts[1].tests] == [("4\n", "8\n"), ("21\n", "42\n")]
+    assert list(reversed(ts[1].tests))[0].input == "21\n"

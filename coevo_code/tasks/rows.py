@@ -125,6 +125,9 @@ class RowField(Sequence):
     def __iter__(self) -> Iterator:
         return iter(self.materialize()) if self.n else iter(())
 
+    def __reversed__(self) -> Iterator:
+        return reversed(self.materialize()) if self.n else iter(())
+
     def __getitem__(self, i):
         if isinstance(i, slice):
             start, stop, step = i.indices(self.n)
