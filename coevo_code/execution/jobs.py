@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .fileio import file_mode_program, files_checker
+
 DEFAULT_TIME_LIMIT_S = 1.0
 DEFAULT_MEMORY_LIMIT_MB = 1024
 DEFAULT_OUTPUT_LIMIT_MB = 8.0
@@ -99,6 +101,20 @@ def parse_job(d: Any) -> Job:
         checker = _text(checker, "'checker'")
         if kind != "stdio":
             raise JobError("'checker' applies to stdio jobs only")
+    convention = d.get("checker_convention", "check")
+    if convention not in ("check", "files"):
+        raise JobError(f"'checker_convention' must be 'check' or 'files', got {convention!r}")
+    if convention == "files":
+        if checker is None:
+            raise JobError("'checker_convention' 'files' needs a 'checker'")
+        checker = files_checker(checker)
+    input_mode = d.get("input_mode", "stdio")
+    if input_mode not in ("stdio", "file"):
+        raise JobError(f"'input_mode' must be 'stdio' or 'file', got {input_mode!r}")
+    if input_mode == "file":
+        if kind != "stdio":
+            raise JobError("'input_mode' 'file' applies to stdio jobs only")
+        programs = [file_mode_program(p) for p in programs]
     setup = d.get("setup") or ""
     setup = _text(setup, "'setup'")
     entry = d.get("entry_point")

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
 
+from .check import CheckReport, ProblemCheck, check_tasks
+from .codecontests import load_codecontests
+from .codeforces import load_codeforces
 from .evalplus import load_humanevalplus, load_mbppplus
 from .loaders import HUB_IDS, LOADERS, decode_lcb_tests, read_records
 from .model import LoaderError, Task, TaskSet, TestCase
 from .native import load_bundled, load_native
 from .world import load_world
 
-LOADERS = {**LOADERS, "humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus,
+LOADERS = {**LOADERS, "codecontests": load_codecontests, "codeforces": load_codeforces,
+           "humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus,
            "native": load_native, "bundled": load_bundled, "world": load_world}
 
 
@@ -32,42 +35,5 @@ def load_tasks(name: str, source=None, **options) -> TaskSet:
     return loader(source, **options)
 
 
-@dataclass
-class CheckReport:
-    """How many problems' reference solutions pass their own gold tests."""
-
-    name: str
-    problems: int
-    checked: int
-    passed: int
-    failed: list[str] = field(default_factory=list)
-    no_reference: list[str] = field(default_factory=list)
-
-    def summary(self) -> str:
-        s = (f"{self.name}: {self.passed}/{self.checked} reference solutions pass all their gold "
-             f"tests ({self.problems} problems")
-        if self.no_reference:
-            s += f", {len(self.no_reference)} without a reference"
-        s += ")"
-        if self.failed:
-            s += "; failing: " + ", ".join(self.failed[:20]) + (" ..." if len(self.failed) > 20 else "")
-        return s
-
-
-def check_tasks(taskset: TaskSet, executor, progress=None) -> CheckReport:
-    """Run each problem's first reference solution through the executor against its gold tests."""
-    jobs, ids, missing = [], [], []
-    for t in taskset:
-        if not t.references or not t.tests:
-            missing.append(t.id)
-            continue
-        jobs.append(t.job(t.references[:1]))
-        ids.append(t.id)
-    results = executor.run(jobs, progress=progress)
-    failed = [i for i, r in zip(ids, results) if not (r.get("passed") and all(r["passed"][0]))]
-    return CheckReport(taskset.name, len(taskset), len(jobs), len(jobs) - len(failed), failed,
-                       missing)
-
-
 __all__ = ["Task", "TestCase", "TaskSet", "LoaderError", "load_tasks", "check_tasks",
-           "CheckReport", "LOADERS", "HUB_IDS", "decode_lcb_tests", "read_records"]
+           "CheckReport", "ProblemCheck", "LOADERS", "HUB_IDS", "decode_lcb_tests", "read_records"]

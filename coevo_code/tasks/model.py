@@ -58,11 +58,13 @@ class Task:
     checker: str | None = None
     needs_checker: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    input_mode: str = "stdio"  # "file": the program reads input.txt, writes output.txt
 
     def __post_init__(self):
         if self.kind not in ("stdio", "functional"):
             raise LoaderError(f"task {self.id}: kind must be stdio or functional, got {self.kind!r}")
-        for t in self.tests:
+        # (tests a loader decodes only when used, ``rows.RowField``, are checked by their loader)
+        for t in self.tests if isinstance(self.tests, list) else ():
             if t.kind != self.kind:
                 raise LoaderError(f"task {self.id}: a {t.kind} test in a {self.kind} task")
 
@@ -77,8 +79,11 @@ class Task:
             job["setup"] = self.setup
             if self.entry_point:
                 job["entry_point"] = self.entry_point
-        elif self.checker:
-            job["checker"] = self.checker
+        else:
+            if self.checker:
+                job["checker"] = self.checker
+            if self.input_mode != "stdio":
+                job["input_mode"] = self.input_mode
         job.update(fields)
         return job
 

@@ -1,0 +1,190 @@
+"""open-r1/codeforces: checkers run the way open-r1 runs them, file input, interactive problems
+refused, configurations. Rows are written in the dataset's exact schema (no real row of it is
+available here, ../shared/data/README.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coevo_code.execution.jobs import JobError, parse_job
+from coevo_code.tasks import LoaderError, check_tasks, load_tasks
+from conftest import executor_fixture
+
+executor = executor_fixture(docker=False)
+
+# A checker the way open-r1's generated checkers are written: a script reading the three files
+# named on its command line and printing 1 or 0. Any pair (a, b) with a + b = n and a, b >= 1 is
+# right; the reference answer is one of them.
+PAIR_CHECKER = """\
+import sys
+
+def main():
+    with open(sys.argv[1]) as f:
+        n = int(f.read().split()[0])
+    with open(sys.argv[2]) as f:
+        ref = f.read().split()
+    with open(sys.argv[3]) as f:
+        got = f.read().split()
+    assert len(ref) == 2
+    if len(got) != 2:
+        print(0)
+        return
+    a, b = int(got[0]), int(got[1])
+    print(1 if a >= 1 and b >= 1 and a + b == n else 0)
+
+if __name__ == "__main__":
+    main()
+"""
+PAIR_LOW = "n = int(input())\nprint(1, n - 1)"
+PAIR_HIGH = "n = int(input())\nprint(n - 1, 1)"
+PAIR_WRONG = "n = int(input())\nprint(0, n)"
+DOUBLE_FILE = ("with open('input.txt') as f:\n    n = int(f.read())\n"
+               "with open('output.txt', 'w') as f:\n    f.write(str(2 * n))")
+
+
+def row(pid, **over):
+    base = {"id": pid, "aliases": None, "contest_id": pid.split("/")[0], "contest_name": "c",
+            "contest_type": "CF", "contest_start": 0, "contest_start_year": 2020,
+            "index": pid.split("/")[1], "time_limit": 1.0, "memory_limit": 256.0,
+            "title": "Pairs", "description": "Given n, print two positive integers summing to n.",
+            "input_format": "One integer n (2 <= n <= 100).", "output_format": "Two integers.",
+            "interaction_format": None, "note": None,
+            "examples": [{"input": "5\n", "output": "1 4\n"}], "editorial": None, "rating": 800,
+            "tags": ["math"], "testset_size": 3,
+            "official_tests": [{"input": "5\n", "output": "1 4\n"},
+                               {"input": "2\n", "output": "1 1\n"},
+                               {"input": "100\n", "output": "50 50\n"}],
+            "official_tests_complete": True, "input_mode": "stdio",
+            "generated_checker": PAIR_CHECKER, "executable": True, "generated_tests": 0}
+    base.update(over)
+    return base
+
+
+@pytest.fixture
+def cf_file(tmp_path):
+    rows = [row("1/A"),
+            row("2/A", title="Doubling", description="Read n from input.txt, write 2n to "
+                "output.txt.", input_mode="file", generated_checker=None,
+                examples=[{"input": "4\n", "output": "8\n"}],
+                official_tests=[{"input": "4\n", "output": "8\n"},
+                                {"input": "21\n", "output": "42\n"}]),
+            row("3/E", title="Guess", description="This is an interactive problem. Guess x.",
+                interaction_format="Print '? y' to ask; the jury answers < or >."),
+            row("4/B", official_tests=[], examples=[], executable=False),
+            row("5/C", executable=False, official_tests_complete=False)]
+    path = tmp_path / "cf.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_load_report_refuses_interactive_and_testless_rows_by_name(cf_file):
+    ts = load_tasks("codeforces", cf_file)
+    assert [t.id for t in ts] == ["1/A", "2/A", "5/C"]
+    s = ts.summary()
+    assert "refused: 1 interactive (3/E); 1 without tests (4/B)" in s, s
+    assert "1 reading input.txt / writing output.txt (2/A)" in s
+    assert "1 with incomplete official tests (5/C)" in s
+    assert ts[1].input_mode == "file" and ts[0].needs_checker and ts[0].checker
+    verifiable = load_tasks("codeforces", cf_file, config="verifiable")
+    assert [t.id for t in verifiable] == ["1/A", "2/A"]
+    assert "2 not verifiable (4/B, 5/C)" in verifiable.summary()
+
+
+def test_one_line_errors(cf_file, tmp_path):
+    with pytest.raises(LoaderError) as e:
+        load_tasks("codeforces", cf_file, strict=True)
+    assert str(e.value) == ("codeforces record 2 (3/E): interactive problem (it talks with an "
+                            "interactor that the dataset does not publish): refused, no verdict "
+                            "can be computed")
+    with pytest.raises(LoaderError, match="unknown --config 'verified'; choose from default, "
+                                          "verifiable"):
+        load_tasks("codeforces", cf_file, config="verified")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(row("6/A", input_mode="pipe")) + "\n")
+    with pytest.raises(LoaderError, match=r"record 0 \(6/A\): input_mode 'pipe'"):
+        load_tasks("codeforces", bad)
+
+
+def test_generated_checker_decides_in_the_sandbox(cf_file, executor):
+    """Both right answers pass although neither matches the reference output of every test;
+    a wrong one fails; without the checker exact matching would fail the right ones."""
+    t = load_tasks("codeforces", cf_file)[0]
+    res = executor.run([t.job([PAIR_LOW, PAIR_HIGH, PAIR_WRONG]),
+                        {**t.job([PAIR_LOW, PAIR_HIGH]), "checker": None}])
+    assert res[0]["passed"] == [[True] * 3, [True] * 3, [False] * 3], res[0]
+    assert res[0]["outcomes"][2] == ["wrong_answer"] * 3
+    assert res[1]["passed"] == [[True, True, False], [False, True, False]]
+
+
+@pytest.mark.parametrize("script, ok", [
+    ("print(1)", True),
+    ("print(100)", True),               # the piston run script accepts 100 too
+    ("print('1\\n')", True),            # whitespace is removed before comparing
+    ("print(0)", False),
+    ("print(1); raise SystemExit(3)", False),  # open-r1 also needs exit status 0
+    ("print(1); raise ValueError", False),
+    ("import sys; sys.stdout.write('1'); sys.exit(0)", True),
+    ("import os; os.write(1, b'1')", True),  # the real stdout, not only sys.stdout
+    ("print('ok')", False),
+])
+def test_checker_verdict_convention(script, ok, executor):
+    job = {"programs": ["print(input())"], "tests": [{"input": "7\n", "output": "7\n"}],
+           "checker": script, "checker_convention": "files"}
+    assert executor.run([job])[0]["passed"] == [[ok]], script
+
+
+def test_checker_sees_the_normalized_files(executor):
+    """Input and correct output without \\r, empty lines dropped from both outputs, as the
+    piston run script prepares them; the paths come as argv[1..3]."""
+    script = ("import sys\nfiles = [open(p).read() for p in sys.argv[1:4]]\n"
+              "print(1 if files == ['a b\\nc\\n', 'x\\ny\\n', 'x\\ny\\n'] else 0)")
+    job = {"programs": ["print('x'); print(); print('y')"],
+           "tests": [{"input": "a b\r\nc\r\n", "output": "x\r\n\r\ny\r\n"}],
+           "checker": script, "checker_convention": "files"}
+    assert executor.run([job])[0]["passed"] == [[True]]
+
+
+def test_file_input_problem(cf_file, executor):
+    """A program reading input.txt and writing output.txt passes; one answering on stdout
+    fails (its stdout is not its answer, as on the judge); a file left unclosed is flushed."""
+    t = load_tasks("codeforces", cf_file)[1]
+    unclosed = "n = int(open('input.txt').read())\nf = open('output.txt', 'w')\nf.write(str(2 * n))"
+    noisy = "print('debug')\n" + DOUBLE_FILE
+    stdout_only = "print(2 * int(input()))"
+    crash = DOUBLE_FILE + "\nraise SystemExit(1)"
+    res = executor.run([t.job([DOUBLE_FILE, unclosed, noisy, stdout_only, crash, "print(("])])[0]
+    assert res["passed"] == [[True, True]] * 3 + [[False, False]] * 3, res
+    assert res["outcomes"][4] == ["runtime_error"] * 2
+    assert res["outcomes"][5] == ["syntax_error"] * 2
+    assert check_tasks(load_tasks("codeforces", cf_file), executor).per_problem[0].skipped
+
+
+def test_job_schema_refuses_bad_values():
+    with pytest.raises(JobError, match="'input_mode' must be 'stdio' or 'file', got 'pipe'"):
+        parse_job({"programs": [], "input_mode": "pipe"})
+    with pytest.raises(JobError, match="'checker_convention' 'files' needs a 'checker'"):
+        parse_job({"programs": [], "checker_convention": "files"})
+    with pytest.raises(JobError, match="stdio jobs only"):
+        parse_job({"kind": "functional", "programs": [], "input_mode": "file"})
+
+
+def test_the_configuration_goes_to_the_hub(cf_file, monkeypatch):
+    """From the hub (no network here: ``datasets.load_dataset`` answers with an Arrow split of
+    the fixture rows) the configuration is the dataset's own; rows are re-read by index."""
+    datasets = pytest.importorskip("datasets")
+    rows = [json.loads(x) for x in cf_file.read_text().splitlines()]
+    asked = []
+
+    def fake_load(*args, split=None, **kw):
+        asked.append((args, split))
+        return datasets.Dataset.from_list(rows)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    ts = load_tasks("codeforces", split="test", config="verifiable")
+    assert asked == [(("open-r1/codeforces", "verifiable"), "test")]
+    # the hub's configuration already selected its rows: no local filter (5/C stays)
+    assert [t.id for t in ts] == ["1/A", "2/A", "5/C"]
+    assert [(x.input, x.output) for x in ts[1].tests] == [("4\n", "8\n"), ("21\n", "42\n")]
+    assert list(reversed(ts[1].tests))[0].input == "21\n"
