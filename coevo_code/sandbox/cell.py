@@ -23,10 +23,25 @@ import builtins
 import io
 import marshal
 import os
+import struct
 import sys
 
-from .codec import CodecError, TooLarge, canonical, decode, encode
-from .protocol import EXIT_MEMORY, FRAME_CAP, RETURN_OUTPUT_CAP, ProtocolError, recv, send
+from .codec import CodecError, TooLarge, canonical, decode, encode, marshal_is_plain
+from .protocol import (EXIT_MEMORY, FRAME_CAP, RETURN_OUTPUT_CAP, ProtocolError, read_exact,
+                       recv, send)
+
+
+def recv_plain(fd, cap):
+    """A frame from the program: at most ``cap`` bytes (ProtocolError past it), loaded only if
+    it holds nothing but what ``codec.encode`` makes (ValueError otherwise): a dict or a
+    frozenset of colliding keys, written by the program itself, is never built."""
+    (n,) = struct.unpack(">I", read_exact(fd, 4))
+    if n > cap:
+        raise ProtocolError("a message of %d bytes (cap %d)" % (n, cap))
+    data = read_exact(fd, n)
+    if not marshal_is_plain(data):
+        raise ValueError("a frame holding more than plain values")
+    return marshal.loads(data)
 
 _KEEP = []
 _STREAMS = None
@@ -220,7 +235,7 @@ def _answer(msg, g, table):
                 ns[name] = ("C", table.put(value))
             else:
                 ns[name] = ("V", _encode_result(value, table))
-        return ("ns", ns)
+        return ("ns", tuple(ns.items()))  # pairs: a frame of the program's never holds a dict
     if op == "call":
         target = table.get(msg[1])
         args = decode(msg[2], table.get)
@@ -347,7 +362,7 @@ class _Link:
             raise ProgramGone(self.gone)
         try:
             send(self.wfd, msg)
-            reply = recv(self.rfd, self.cap)
+            reply = recv_plain(self.rfd, self.cap)
         except (EOFError, OSError):
             self.gone = "DIED"
             raise ProgramGone("DIED") from None
@@ -367,8 +382,9 @@ class _Link:
             except (CodecError, RecursionError):
                 self.gone = "PROTOCOL"
                 raise ProgramGone("PROTOCOL") from None
-        if kind == "ns" and msg[0] == "ns" and len(reply) == 2 and type(reply[1]) is dict:
-            return reply[1]
+        if kind == "ns" and msg[0] == "ns" and len(reply) == 2 and type(reply[1]) is tuple:
+            return {p[0]: p[1] for p in reply[1]
+                    if type(p) is tuple and len(p) == 2 and type(p[0]) is str}
         if kind == "raise" and len(reply) == 3 and type(reply[1]) is str:
             name, text = reply[1], reply[2] if type(reply[2]) is str else ""
             if name == "MemoryError":

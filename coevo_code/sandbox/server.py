@@ -27,7 +27,7 @@ from .protocol import (CHILD_SETUP_FAILED, EXIT_MEMORY, MEMORY, OK, OUTPUT, RETU
                        RUNTIME, SANDBOX, STATUS_CAP, SYNTAX, TIMEOUT, WRONG, recv, recv_msg,
                        send, send_msg)
 from .cell import binds_program_object, output_text
-from .codec import TooLarge, canonical, decode, encode
+from .codec import TooLarge, canonical, decode, encode, marshal_is_plain
 from .protocol import read_exact
 from .zygote import Zygote, fresh_depth, sealed_memfd
 
@@ -227,57 +227,6 @@ def _judge_decode(tree):
         return h
     return decode(tree, handle)
 
-
-_REFUSED_CODES = frozenset(b"{<>c")  # dict, set, frozenset, code: never in an honest answer
-_SKIP = {ord("i"): 4, ord("g"): 8, ord("y"): 16, ord("r"): 4}
-_NONE = frozenset(b"0NFTS.")
-_SIZED = frozenset(b"stuaA")  # 4-byte length, then that many bytes
-_SHORT = frozenset(b"zZ")  # 1-byte length
-
-
-def marshal_is_plain(data):
-    """Whether a marshal frame holds only what ``codec.encode`` makes (scalars, tuples, lists,
-    back-references): ``marshal.loads`` then costs what the frame's size costs. A program
-    writing its own frame could otherwise have the judge build a dict or a frozenset of
-    colliding keys (quadratic) while loading it. Walks the type codes without building
-    anything."""
-    if not any(b in data for b in (b"{", b"<", b">", b"c", b"\xfb", b"\xbc", b"\xbe",
-                                    b"\xe3")):
-        return True  # no byte could be a refused type code, wherever it sits
-    n, i, need = len(data), 0, 1
-    try:
-        while need:
-            need -= 1
-            code = data[i] & 0x7F
-            i += 1
-            if code in _NONE:
-                continue
-            skip = _SKIP.get(code)
-            if skip is not None:
-                i += skip
-            elif code in _SIZED or code == 0x6C:  # 'l': a digit count, 2 bytes each
-                k = int.from_bytes(data[i:i + 4], "little", signed=True)
-                i += 4 + (abs(k) * 2 if code == 0x6C else k)
-                if k < 0 and code != 0x6C:
-                    return False
-            elif code in _SHORT:
-                i += 1 + data[i]
-            elif code == 0x28 or code == 0x5B:  # '(' tuple, '[' list
-                k = int.from_bytes(data[i:i + 4], "little", signed=True)
-                if k < 0:
-                    return False
-                i += 4
-                need += k
-            elif code == 0x29:  # ')' small tuple
-                need += data[i]
-                i += 1
-            else:  # a refused code or one encode never makes
-                return False
-            if i > n:
-                return False
-    except IndexError:
-        return False
-    return i == n
 
 
 def same_tokens(actual, expected):
