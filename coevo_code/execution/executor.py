@@ -146,6 +146,11 @@ def start_batch(jobs: Iterable[Any]) -> tuple[list[dict | None], list[_JobState 
             results.append({"id": jid, "error": str(e)})
             states.append(None)
             continue
+        except Exception as e:  # noqa: BLE001 - a job no rule foresaw: its own error, not the run's
+            results.append({"id": jid, "error": f"the job could not be read ({type(e).__name__}: "
+                                                f"{str(e)[:200]})"})
+            states.append(None)
+            continue
         n, t = job.shape
         states.append(_JobState(job, [[None] * t for _ in range(n)],
                                 [[""] * t for _ in range(n)] if job.return_outputs else None))
