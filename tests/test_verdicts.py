@@ -146,6 +146,15 @@ def test_seeds_are_the_jobs_own_the_same_in_every_cell_slot_and_run(executor):
     assert len({x for x, _ in a + b}) == 2
     assert {x.split("}")[1] for x, _ in a} == {x.split("}")[1] for x, _ in b}  # str hash: one
     assert len({u for _, u in a + again}) == 24  # the cells are distinct processes
+    # the documented seed, under every launcher: what `PYTHONHASHSEED=... python` prints
+    import subprocess
+    import sys
+
+    from coevo_code.sandbox.server import DEFAULT_HASH_SEED
+    show = "print({'apple', 'banana', 'cherry', 'date', 'egg'}, hash('apple'))"
+    fresh = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True,
+                           env={"PYTHONHASHSEED": str(DEFAULT_HASH_SEED)}).stdout
+    assert a[0][0].split(" ", 2)[2] == fresh.strip()
 
 
 def test_a_repeated_program_runs_once_and_its_copies_share_its_verdicts(executor):
