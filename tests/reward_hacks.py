@@ -658,8 +658,8 @@ def _all_pass(results, row=0):
 def handles(name, program, honest, tests, entry="f"):
     """A wrong program's object passes no more tests than it would in Python (earns when it
     passes every test), and the honest one, returning objects of its own, passes."""
-    return func(name, "equality tricks", program, tests=tests, honest=honest, entry=entry,
-                earned=_all_pass)
+    return func(name, "handles (truth, identity, !=, len)", program, tests=tests, honest=honest,
+                entry=entry, earned=_all_pass)
 
 
 _CONTAINER = ("class Bag:\n    def __init__(self, n):\n        self.items = list(range(n))\n"
@@ -693,6 +693,11 @@ A += [
              "assert sorted(f(4), reverse=True) == [3, 2, 1, 0]", "assert 2 in f(3)",
              "assert bool(f(0)) is False and bool(f(2)) is True",
              "assert len(list(f(5))) == len(f(5))"]),
+    handles("handle_ne_against_a_value_is_identity",
+            "class A:\n    def __ne__(self, other):\n        return False\n"
+            "def f(xs):\n    return A()",
+            "def f(xs):\n    return sorted(xs)",
+            ["assert not (f([2, 1]) != [1, 2])", "assert not (f([3, 1, 2]) != [1, 2, 3])"]),
     handles("handle_generator_truth_and_iteration",
             "def f(n):\n    return iter([])",
             "def f(n):\n    return (i * i for i in range(n))",

@@ -114,3 +114,21 @@ def test_hash_flood_finds_colliding_constants_in_long_sources_only():
     zeros = "x = [%s]" % ", ".join(["0"] * 5000)
     assert not hash_flood(honest) and not hash_flood(zeros)
     assert not hash_flood("x = {%s}" % ", ".join(str(k * P61) for k in range(1, 60)))
+
+
+def test_the_judge_runs_under_memory_and_cpu_limits_of_its_own():
+    """Backstops of the judge itself (direct launcher: its host pid is the judge): an address
+    space limit set after its zygotes were forked, and a CPU allowance per unit."""
+    from coevo_code.execution import Executor
+    from coevo_code.sandbox.server import JUDGE_MEMORY_MB
+
+    with Executor(slots=1, launcher="direct", allow_unsafe=True) as ex:
+        ex.run([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])
+        (pid,) = ex.server_pids()
+        limits = {line[:26].strip(): line[26:].split()
+                  for line in open(f"/proc/{pid}/limits").read().splitlines()[1:]}
+        with open(f"/proc/{pid}/statm") as f:
+            vm = int(f.read().split()[0]) * 4096
+    soft_as = int(limits["Max address space"][0])
+    assert vm < soft_as <= vm + (JUDGE_MEMORY_MB << 20) + (256 << 20)
+    assert limits["Max cpu time"][0] != "unlimited" and int(limits["Max cpu time"][0]) < 10 ** 6
