@@ -223,3 +223,26 @@ def test_an_answer_that_would_stall_the_judge_is_left_to_a_test_process(judges):
     assert time.monotonic() - t0 < 15
     assert res["outcomes"][0][0] in ("runtime_error", "timeout", "memory_limit")
     assert res["outcomes"][1] == ["ok"]
+
+
+def test_answers_up_to_the_output_limit_pass_and_larger_ones_are_output_limit(judges):
+    """An answer past the judge's 4 MiB frame goes to a test process (no timeout while the judge
+    stops reading), passes within the output limit, and is ``output_limit`` past it, on both
+    paths; two handles whose reprs differ only after 1,000 characters print differently."""
+    name, _, _, new, _ = judges
+    big = "def f(x):\n    return 'x' * (6 << 20)"
+    job = {"kind": "functional", "entry_point": "f", "programs": [big],
+           "tests": [{"code": "assert len(f(1)) == 6 << 20"},
+                     {"code": "assert len(f(1)) == 6 << 20, 'test process'"}, {"code": "f(1)"}],
+           "return_outputs": True}
+    ok, capped = new.run([job, dict(job, output_limit_mb=4)])
+    assert ok["outcomes"] == [["ok"] * 3], ok["outcomes"]
+    assert ok["outputs"][0][2].endswith(" #sha256:%s" % __import__("hashlib").sha256(
+        repr("x" * (6 << 20)).encode()).hexdigest())
+    assert capped["outcomes"] == [["output_limit"] * 3], capped["outcomes"]
+    handles = {"kind": "functional", "entry_point": "f",
+               "programs": ["class R:\n    def __repr__(self):\n        return 'r' * 2000 + '%s'\n"
+                            "def f(x):\n    return R()" % c for c in "ab"],
+               "tests": [{"code": "f(1)"}, {"code": "x = 1\nf(x)"}], "return_outputs": True}
+    outs = new.run([handles])[0]["outputs"]
+    assert outs[0][0] == outs[0][1] and outs[1][0] == outs[1][1] and outs[0][0] != outs[1][0]

@@ -45,6 +45,7 @@ def recv_plain(fd, cap):
 
 _KEEP = []
 _STREAMS = None
+HANDLE_TEXT_CAP = 1000  # characters of a handle's repr sent along (then a digest of the rest)
 
 
 def _stream(fd, mode, name, like, errors, line_buffering):
@@ -206,7 +207,12 @@ class _Table:
                 text = "<object>"
         except BaseException:  # noqa: BLE001 - the program's own __repr__
             text = "<object>"
-        return ("H", k, text[:1000])
+        if len(text) > HANDLE_TEXT_CAP:  # cut, with a digest of the whole: no truncation
+            try:  # decides whether two handles' texts are the same
+                text = output_text(text, HANDLE_TEXT_CAP)
+            except BaseException:  # noqa: BLE001 - a MemoryError: the cut alone
+                text = text[:HANDLE_TEXT_CAP]
+        return ("H", k, text)
 
     def get(self, k, _repr=None):
         try:
@@ -599,14 +605,14 @@ def compile_test(src):
     return compile(tree, "test.py", "exec", dont_inherit=True)
 
 
-def output_text(text):
-    """A cell's output as returned: whole up to the cap, else its first ``RETURN_OUTPUT_CAP``
+def output_text(text, cap=RETURN_OUTPUT_CAP):
+    """A cell's output as returned: whole up to ``cap`` characters, else its first ``cap``
     characters and the SHA-256 of the whole, so that equal outputs stay equal and different
     ones different, however long (no truncation decides an equality)."""
-    if len(text) <= RETURN_OUTPUT_CAP:
+    if len(text) <= cap:
         return text
     import hashlib
-    return "%s #sha256:%s" % (text[:RETURN_OUTPUT_CAP], hashlib.sha256(
+    return "%s #sha256:%s" % (text[:cap], hashlib.sha256(
         text.encode("utf-8", "surrogatepass")).hexdigest())
 
 
