@@ -116,7 +116,8 @@ out = []
 for s in (sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__):
     out.append(repr((s.name, s.mode, s.encoding, s.errors, s.isatty(), s.fileno(),
                      s.buffer.name, s.buffer.raw.name, s.buffer.mode, type(s.buffer).__name__,
-                     s.readable(), s.writable(), s.closed, s.line_buffering, s.write_through, s.newlines)))
+                     s.readable(), s.writable(), s.closed, s.line_buffering, s.write_through,
+                     s.newlines)))
 out.append(repr((os.isatty(0), os.fstat(0).st_size, sys.stdin.readline(), sys.stdin.read())))
 print("\\n".join(out))
 """
