@@ -562,6 +562,251 @@ A += [
          "except OSError:\n    pass\ndef solve(xs):\n    return None"),
 ]
 
+# ---- round two: outputs, handles, hostile tests, judge bounds -----------------------------------
+# Label-free votes compare outputs (a probe's value, a stdio program's stdout): an attack earns
+# when right programs' outputs split (so a wrong majority can win) or a wrong program's output
+# equals a right one's. Handles: honest objects behave as Python says, and a wrong one passes no
+# more than it would in Python. A hostile generated test earns when it costs anyone but itself
+# (the gold tests of its unit, a verdict its own budget could not pay for). The judge's bounds
+# and labels: an answer past the output limit, a MemoryError, a job line the executor cannot
+# run are labelled as what they are, and cost nothing else.
+_P61 = 2 ** 61 - 1  # ints k * (2**61 - 1) all hash to 0
+
+
+def probes(name, cls, right, wrong=(), tests=("f(0)", "x = 0\nf(x)"), split=True, setup="",
+           **job):
+    """Probe outputs: ``right`` programs (equal values, built differently) and ``wrong`` ones
+    (values that differ from the right ones). Earns when the right ones' outputs differ from
+    each other (``split``), or a wrong one's output equals a right one's."""
+    jb = {"id": name, "kind": "functional", "entry_point": "f", "setup": setup,
+          "programs": list(right) + list(wrong), "tests": [{"code": t} for t in tests],
+          "return_outputs": True, "time_limit_s": 2.0, **job}
+    n = len(right)
+
+    def earned(results):
+        r = results[-1][0]
+        outs = r["outputs"]
+        if split and len({o for row in outs[:n] for o in row}) > 1:
+            return True
+        return any(outs[w][c] == outs[0][c] for w in range(n, len(outs))
+                   for c in range(len(outs[0])))
+
+    def honest(results):
+        r = results[-1][0]
+        return "passed" in r and all(all(row) for row in r["passed"][:n])
+
+    return Attack(name, cls, [[jb]], earned=earned, honest=honest)
+
+
+_WORDS = [f"w{i:03d}" for i in range(60)]
+_STDIO_LONG = "print(' '.join(str(i) for i in range(20000)){})"
+A += [
+    probes("out_set_of_strings_in_other_orders", "label-free outputs",
+           [f"def f(x):\n    return set({_WORDS!r})",
+            f"def f(x):\n    return set({_WORDS[::-1]!r})",
+            f"def f(x):\n    s = set()\n    for w in {_WORDS[1::2] + _WORDS[::2]!r}:\n"
+            "        s.add(w)\n    return s",
+            f"def f(x):\n    return set(frozenset({_WORDS!r}))"]),
+    probes("out_dict_in_other_key_orders", "label-free outputs",
+           ["def f(x):\n    return {'b': 1, 'a': 2, 'c': [3]}",
+            "def f(x):\n    return {'a': 2, 'c': [3], 'b': 1}",
+            "def f(x):\n    return dict(sorted({'c': [3], 'b': 1, 'a': 2}.items()))"]),
+    probes("out_wrong_only_after_64k_characters", "label-free outputs",
+           ["def f(x):\n    return list(range(20000))"],
+           ["def f(x):\n    return list(range(19999)) + [-1]"]),
+    probes("out_big_ints_past_4300_digits", "label-free outputs",
+           ["def f(x):\n    return 10 ** 5000 + 1"], ["def f(x):\n    return 10 ** 5000 + 2"]),
+    probes("out_digit_limit_lifted_by_the_setup", "label-free outputs",
+           ["def f(x):\n    return 10 ** 5000 + 1", "def f(x):\n    return 10 ** 5000 + 1  # 2"],
+           ["def f(x):\n    return 10 ** 5000 + 2"],
+           setup="import sys\nsys.set_int_max_str_digits(0)"),
+    probes("out_numpy_array_summarised", "label-free outputs",
+           ["import numpy as np\ndef f(x):\n    return np.arange(5000)"],
+           ["import numpy as np\ndef f(x):\n    a = np.arange(5000)\n    a[2500] = -1\n"
+            "    return a"]),
+]
+
+
+def _stdio_outputs(name, right, wrong=(), tests=None):
+    jb = {"id": name, "kind": "stdio", "programs": list(right) + list(wrong),
+          "tests": tests or [{"input": "", "output": ""}] * 2, "return_outputs": True,
+          "time_limit_s": 2.0}
+    n = len(right)
+
+    def earned(results):
+        outs = results[-1][0]["outputs"]
+        return len({o for row in outs[:n] for o in row}) > 1 or any(
+            outs[w][c] == outs[0][c] for w in range(n, len(outs)) for c in range(len(outs[0])))
+
+    return Attack(name, "label-free outputs", [[jb]], earned=earned,
+                  honest=lambda r: "outcomes" in r[-1][0])
+
+
+A += [
+    _stdio_outputs("out_stdio_set_of_strings_in_every_slot",
+                   [f"print(set({_WORDS!r}))  # copy {i}" for i in range(8)]),
+    _stdio_outputs("out_stdio_wrong_only_after_64k_characters",
+                   [_STDIO_LONG.format("")], [_STDIO_LONG.format(", 'x'")]),
+]
+
+
+def _all_pass(results, row=0):
+    r = results[-1][0]
+    return "passed" in r and all(r["passed"][row])
+
+
+def handles(name, program, honest, tests, entry="f"):
+    """A wrong program's object passes no more tests than it would in Python (earns when it
+    passes every test), and the honest one, returning objects of its own, passes."""
+    return func(name, "handles (truth, identity, !=, len)", program, tests=tests, honest=honest,
+                entry=entry, earned=_all_pass)
+
+
+_CONTAINER = ("class Bag:\n    def __init__(self, n):\n        self.items = list(range(n))\n"
+              "    def __len__(self):\n        return len(self.items)\n"
+              "    def __iter__(self):\n        return iter(self.items)\n"
+              "def f(n):\n    return Bag(n)")
+A += [
+    handles("handle_truth_of_a_match_object",
+            "class M:\n    def __bool__(self):\n        return False\n"
+            "    def __len__(self):\n        return 1\n"
+            "def f(s):\n    return M() if s == 'abc' else [1]",
+            "import re\ndef f(s):\n    return re.match('a', s)",
+            ["assert f('abc')", "assert not f('xyz')", "assert bool(f('abc')) is True"]),
+    handles("handle_identity_of_a_singleton",
+            "def f():\n    return object()",
+            "_ONE = object()\ndef f():\n    return _ONE",
+            ["assert f() is f()", "x = f()\nassert x is f() and not (x is not f())"]),
+    handles("handle_ne_as_the_object_answers",
+            "class P:\n    def __init__(self, v):\n        self.v = v\n"
+            "    def __ne__(self, other):\n        return self.v == other.v\n"
+            "def f(v):\n    return P(v)",
+            "class P:\n    def __init__(self, v):\n        self.v = v\n"
+            "    def __eq__(self, other):\n        return self.v == other.v\n"
+            "    def __ne__(self, other):\n        return self.v != other.v\n"
+            "def f(v):\n    return P(v)",
+            ["assert f(1) != f(2)", "assert not (f(3) != f(3))", "a = f(4)\nassert not (a != a)"]),
+    handles("handle_len_and_iteration_agree",
+            _CONTAINER.replace("return iter(self.items)", "return iter(self.items[:-1] + [-1])"),
+            _CONTAINER,
+            ["assert len(f(3)) == 3", "assert list(f(3)) == [0, 1, 2]",
+             "assert sorted(f(4), reverse=True) == [3, 2, 1, 0]", "assert 2 in f(3)",
+             "assert bool(f(0)) is False and bool(f(2)) is True",
+             "assert len(list(f(5))) == len(f(5))"]),
+    handles("handle_ne_against_a_value_is_identity",
+            "class A:\n    def __ne__(self, other):\n        return False\n"
+            "def f(xs):\n    return A()",
+            "def f(xs):\n    return sorted(xs)",
+            ["assert not (f([2, 1]) != [1, 2])", "assert not (f([3, 1, 2]) != [1, 2, 3])"]),
+    handles("handle_generator_truth_and_iteration",
+            "def f(n):\n    return iter([])",
+            "def f(n):\n    return (i * i for i in range(n))",
+            ["assert f(3)", "assert list(f(3)) == [0, 1, 4]", "assert sum(f(4)) == 14"]),
+]
+
+
+def _gold_unharmed(name, gen, time_limit_s=1.0, own=None):
+    """A generated test next to the gold tests, in the same unit. Earns when any gold test of
+    the honest program fails, any cell is a sandbox error, or (``own``) the hostile test's own
+    cells end otherwise than its own budget allows."""
+    progs = [SORT_HONEST, "def solve(xs):\n    return sorted(xs)"]
+    job = {"id": name, "kind": "functional", "entry_point": "solve", "programs": progs,
+           "tests": [{"code": t} for t in SORT_TESTS] + [{"code": gen}],
+           "time_limit_s": time_limit_s}
+
+    def earned(results):
+        r = results[-1][0]
+        if "outcomes" not in r:
+            return True
+        if any("sandbox_error" in row for row in r["outcomes"]):
+            return True
+        if r["outcomes"][0][:3] != ["ok"] * 3 or r["outcomes"][1][:3] != [
+                "wrong_answer", "wrong_answer", "ok"]:
+            return True
+        return own is not None and any(row[3] not in own for row in r["outcomes"])
+
+    return Attack(name, "hostile generated tests", [[job]], earned=earned,
+                  honest=lambda r: "passed" in r[-1][0] and r[-1][0]["passed"][0][:3] == [True] * 3)
+
+
+_COLLIDING = ", ".join(str(k * _P61) for k in range(1, 2001))
+A += [
+    _gold_unharmed("hostile_test_1500_level_expression",
+                   "solve([1]) + " + " + ".join(["[1]"] * 1500),
+                   own=("runtime_error",)),
+    _gold_unharmed("hostile_test_set_literal_of_colliding_hashes",
+                   "assert solve([3, 1, 2]) == [3, 2, 1] and len({%s}) > 0" % _COLLIDING,
+                   time_limit_s=0.1, own=("timeout",)),
+    _gold_unharmed("hostile_test_call_with_colliding_set_argument",
+                   "assert solve(list({%s})) == []" % _COLLIDING,
+                   time_limit_s=0.1, own=("timeout",)),
+    _gold_unharmed("hostile_test_does_not_parse", "assert solve([1] == ",
+                   own=("runtime_error",)),
+]
+
+
+def bounded(name, program, want, test="f(0)", honest="def f(x):\n    return [x]", **job):
+    """An answer the judge must bound: earns when the attack row gets any outcome but ``want``
+    (a pass, or a verdict the judge reached by paying what the answer's size does not bound);
+    the honest program passes."""
+    jb = {"id": name, "kind": "functional", "entry_point": "f", "programs": [program, honest],
+          "tests": [{"code": test}, {"code": "x = 0\n" + test}], "return_outputs": True,
+          "time_limit_s": 2.0, **job}
+    return Attack(name, "judge bounds and labels", [[jb]],
+                  earned=lambda r: any(o not in want for o in r[-1][0]["outcomes"][0]))
+
+
+def _raw_answer(body):
+    """A program that writes its own answer frame (``body`` builds ``data``, marshal bytes)."""
+    return ("import os, struct, marshal\ndef f(x):\n" + body +
+            "    os.write(5, struct.pack('>I', len(data)) + data)\n    os._exit(0)")
+
+
+A += [
+    bounded("bound_text_of_shared_references",
+            "def f(x):\n    s = 'x' * 50000\n    return [s] * 200", ("output_limit",),
+            output_limit_mb=1),
+    bounded("bound_text_of_4gb_of_shared_references",
+            "def f(x):\n    s = 'x' * 40000\n    return [s] * 100000", ("output_limit",),
+            memory_limit_mb=64),
+    bounded("bound_answer_over_4mib", "def f(x):\n    return 'x' * (6 << 20)", ("output_limit",),
+            output_limit_mb=4),
+    bounded("bound_memory_error_while_sending",
+            "def f(x):\n    return 'x' * (60 << 20)", ("memory_limit",),
+            memory_limit_mb=100, output_limit_mb=1024),
+    bounded("bound_frozenset_of_colliding_hashes_in_the_frame",
+            _raw_answer("    items = [marshal.dumps(k * %d) for k in range(1, 40001)]\n"
+                        "    data = (b')\\x02' + marshal.dumps('ok') + b'>'"
+                        " + struct.pack('<i', len(items)) + b''.join(items))\n" % _P61),
+            ("runtime_error",)),
+    bounded("bound_dict_of_colliding_keys_in_the_tree",
+            _raw_answer("    keys = tuple(k * %d for k in range(1, 20001))\n"
+                        "    data = marshal.dumps(('ok', ('D', keys, keys)))\n" % _P61),
+            ("runtime_error",)),
+]
+
+
+def _bad_line(name, bad):
+    """A job line the executor cannot run, between two good ones: earns when the run raises or
+    any good job loses its result."""
+    good = {"id": "good", "kind": "stdio", "programs": [STDIO_HONEST], "tests": ONE_STDIO}
+    jobs = [good, dict(good, id="bad", **bad), dict(good, id="good2")]
+
+    def earned(results):
+        r = results[-1]
+        return not (len(r) == 3 and r[0].get("passed") == [[True]] and "error" in r[1]
+                    and r[2].get("passed") == [[True]])
+
+    return Attack(name, "judge bounds and labels", [jobs], earned=earned, honest=lambda r: True)
+
+
+A += [
+    _bad_line("bad_input_lone_surrogate_in_a_stdio_test",
+              {"tests": [{"input": "\ud800\n", "output": "1\n"}]}),
+    _bad_line("bad_input_huge_number_in_a_limit", {"time_limit_s": 10 ** 400}),
+    _bad_line("bad_input_huge_memory_limit", {"memory_limit_mb": 10 ** 30}),
+]
+
 # The judge decides a literal-only test (``assert f(literal) == literal``, a probe ``f(literal)``)
 # itself, calling the program; any other test runs in a test process. Every attack on such tests
 # runs both ways: as written, and with each test carrying an assert message (a test process).

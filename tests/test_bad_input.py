@@ -23,6 +23,11 @@ GOOD = {"id": "g", "programs": ["print(input())"], "tests": [{"input": "x\n", "o
     ({"programs": [], "return_outputs": "yes"}, "'return_outputs'"),
     ({"programs": [], "kind": "functional", "tests": [{"input": "1", "output": "1"}]}, "tests[0]"),
     ({"programs": [], "kind": "functional", "checker": "def check(*a): return 1"}, "'checker'"),
+    ({"programs": [], "tests": [{"input": "\ud800", "output": ""}]}, "tests[0].input"),
+    ({"programs": [], "tests": [{"input": "", "output": "a\udfffb"}]}, "tests[0].output"),
+    ({"programs": [], "time_limit_s": 10 ** 400}, "'time_limit_s'"),
+    ({"programs": [], "memory_limit_mb": 10 ** 30}, "'memory_limit_mb'"),
+    ({"programs": [], "wall_limit_s": -10 ** 400}, "'wall_limit_s'"),
 ])
 def test_job_errors_name_the_field(job, field):
     with pytest.raises(JobError, match=field.replace("[", r"\[").replace("]", r"\]")):

@@ -54,6 +54,29 @@ def test_execute_gives_a_json_line_that_is_not_an_object_an_error_and_runs_the_r
         assert what in res[k]["error"]
 
 
+def test_execute_gives_lines_it_cannot_run_their_own_error_and_writes_every_result(tmp_path):
+    """A lone surrogate in a stdio test, huge numbers in limit fields, a number JSON cannot hold
+    and nesting too deep to read: each line gets its own ``error``, the others run, and the
+    results file has one line per job."""
+    src = tmp_path / "jobs.jsonl"
+    bad = [json.dumps(dict(JOBS[0], id="s", tests=[{"input": "\ud800\n", "output": "4\n"}])),
+           json.dumps(dict(JOBS[0], id="t", time_limit_s=10 ** 400)),
+           json.dumps(dict(JOBS[0], id="m")).replace('"memory_limit_mb": 1024',
+                                                    '"memory_limit_mb": ' + "9" * 5000),
+           '{"id": "d", "programs": ' + "[" * 100000 + "]" * 100000 + "}"]
+    src.write_text("\n".join([json.dumps(JOBS[0])] + bad + [json.dumps(JOBS[1])]) + "\n")
+    out = tmp_path / "m.jsonl"
+    r = coevo("execute", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    res = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(res) == 6 and res[0]["passed"] == [[True]] and res[5]["passed"] == [[True]]
+    assert "line 2" in res[1]["error"] and "tests[0].input" in res[1]["error"]
+    assert "line 3" in res[2]["error"] and "'time_limit_s'" in res[2]["error"]
+    for k in (3, 4):
+        assert f"line {k + 1}" in res[k]["error"] and "JSON" in res[k]["error"], res[k]
+    assert all("passed" not in x for x in res[1:5])
+
+
 def test_execute_stdin_to_stdout():
     r = coevo("execute", "-", "-o", "-", "-q", stdin="".join(json.dumps(j) + "\n" for j in JOBS))
     assert r.returncode == 0, r.stderr

@@ -150,10 +150,12 @@ def test_hacked_samples_earn_nothing_on_the_plus_benchmarks(bench, tmp_path, mon
     assert all(n for n, h in zip(new, is_hack) if not h), "the canonical solution fails"
 
 
-def test_probe_outputs_of_honest_programs_equal_the_legacy_judges(judges):
-    """The label-free labels cluster on probe outputs (the repr of a test's last expression): for
-    honest programs returning every kind of value that crosses by value, they are the same as
-    the legacy judge's, character for character."""
+def test_probe_outputs_are_canonical_on_both_paths_and_the_legacy_judges_where_ordered(judges):
+    """The label-free labels cluster on probe outputs (the canonical text of a test's last
+    expression): for honest programs returning every kind of value that crosses by value, the
+    judge's own call (``f(0)``) and a test process (``x = f(1)``) give the canonical text, and
+    where that text is the value's repr (no set or dict to order) it is the legacy judge's,
+    character for character."""
     name, _, _, new, old = judges
     values = ["None", "True", "-7", "2 ** 100", "0.1 + 0.2", "float('nan')", "1e300 * 10",
               "3 - 4j", "'héllo\\n'", "b'\\x00ab'", "bytearray(b'xy')", "range(2, 9, 3)",
@@ -171,8 +173,13 @@ def test_probe_outputs_of_honest_programs_equal_the_legacy_judges(judges):
     programs = [f"def f(k):\n    return {v}" for v in values]
     job = {"kind": "functional", "entry_point": "f", "programs": programs,
            "tests": [{"code": "f(0)"}, {"code": "x = f(1)\nx"}], "return_outputs": True}
+    from coevo_code.sandbox.codec import canonical
+    want = [canonical(eval(v), 1 << 20) for v in values]
     a, b = new.run([job])[0], old.run([job])[0]
-    assert a["outputs"] == b["outputs"]
+    assert a["outputs"] == [[w, w] for w in want]
+    ordered = [i for i, v in enumerate(values) if want[i] == repr(eval(v))]
+    assert len(ordered) >= 25
+    assert [a["outputs"][i] for i in ordered] == [b["outputs"][i] for i in ordered]
     assert all(all(row) for row in a["passed"])
 
 
@@ -216,3 +223,26 @@ def test_an_answer_that_would_stall_the_judge_is_left_to_a_test_process(judges):
     assert time.monotonic() - t0 < 15
     assert res["outcomes"][0][0] in ("runtime_error", "timeout", "memory_limit")
     assert res["outcomes"][1] == ["ok"]
+
+
+def test_answers_up_to_the_output_limit_pass_and_larger_ones_are_output_limit(judges):
+    """An answer past the judge's 4 MiB frame goes to a test process (no timeout while the judge
+    stops reading), passes within the output limit, and is ``output_limit`` past it, on both
+    paths; two handles whose reprs differ only after 1,000 characters print differently."""
+    name, _, _, new, _ = judges
+    big = "def f(x):\n    return 'x' * (6 << 20)"
+    job = {"kind": "functional", "entry_point": "f", "programs": [big],
+           "tests": [{"code": "assert len(f(1)) == 6 << 20"},
+                     {"code": "assert len(f(1)) == 6 << 20, 'test process'"}, {"code": "f(1)"}],
+           "return_outputs": True}
+    ok, capped = new.run([job, dict(job, output_limit_mb=4)])
+    assert ok["outcomes"] == [["ok"] * 3], ok["outcomes"]
+    assert ok["outputs"][0][2].endswith(" #sha256:%s" % __import__("hashlib").sha256(
+        repr("x" * (6 << 20)).encode()).hexdigest())
+    assert capped["outcomes"] == [["output_limit"] * 3], capped["outcomes"]
+    handles = {"kind": "functional", "entry_point": "f",
+               "programs": ["class R:\n    def __repr__(self):\n        return 'r' * 2000 + '%s'\n"
+                            "def f(x):\n    return R()" % c for c in "ab"],
+               "tests": [{"code": "f(1)"}, {"code": "x = 1\nf(x)"}], "return_outputs": True}
+    outs = new.run([handles])[0]["outputs"]
+    assert outs[0][0] == outs[0][1] and outs[1][0] == outs[1][1] and outs[0][0] != outs[1][0]

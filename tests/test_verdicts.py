@@ -126,17 +126,41 @@ def test_program_sees_what_a_fresh_interpreter_shows(executor):
     assert res["outputs"][0][0].split()[2:4] == _fresh(with_numpy).split()[2:4]
 
 
-def test_randomness_differs_between_cells(executor):
-    prog = "import random\nimport numpy as np\nprint(random.random(), np.random.rand())"
-    res = run1(executor, prog, [{"input": "", "output": ""}] * 4, return_outputs=True)
-    outs = res["outputs"][0]
-    assert len(set(outs)) == 4, outs
+def test_seeds_are_the_jobs_own_the_same_in_every_cell_slot_and_run(executor):
+    """Every cell of a job draws the same numbers (``random`` and ``numpy.random`` seeded from
+    the job's id) and hashes strings with the same seed (every slot's judge has the one
+    PYTHONHASHSEED), so a program printing a set of strings or a random draw prints the same
+    in every slot; another job id draws others; os.urandom stays fresh."""
+    prog = ("import os, random\nimport numpy as np\n"
+            "print(random.random(), np.random.rand(), {'apple', 'banana', 'cherry', 'date', 'egg'},"
+            " hash('apple'), os.urandom(8).hex())")
+    tests = [{"input": "", "output": ""}] * 6
+
+    def outs(jid):
+        res = executor.run([{"id": jid, "programs": [prog], "tests": tests,
+                             "return_outputs": True}] * 2)  # 12 cells over both slots
+        return [o.rsplit(" ", 1) for r in res for o in r["outputs"][0]]
+
+    a, again, b = outs("job-a"), outs("job-a"), outs("job-b")
+    assert len({x for x, _ in a + again}) == 1, a
+    assert len({x for x, _ in a + b}) == 2
+    assert {x.split("}")[1] for x, _ in a} == {x.split("}")[1] for x, _ in b}  # str hash: one
+    assert len({u for _, u in a + again}) == 24  # the cells are distinct processes
+    # the documented seed, under every launcher: what `PYTHONHASHSEED=... python` prints
+    import subprocess
+    import sys
+
+    from coevo_code.sandbox.server import DEFAULT_HASH_SEED
+    show = "print({'apple', 'banana', 'cherry', 'date', 'egg'}, hash('apple'))"
+    fresh = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True,
+                           env={"PYTHONHASHSEED": str(DEFAULT_HASH_SEED)}).stdout
+    assert a[0][0].split(" ", 2)[2] == fresh.strip()
 
 
 def test_a_repeated_program_runs_once_and_its_copies_share_its_verdicts(executor):
     """k samples often repeat a program word for word: each text of a job runs once. Were the
     copies run, this program's random outputs would differ between them."""
-    prog = "import random\nprint(random.random())"
+    prog = "import os\nprint(os.urandom(8).hex())"
     done = []
     res = executor.run([{"programs": [prog, "print(2)", prog, prog],
                          "tests": [{"input": "", "output": "2"}] * 3,

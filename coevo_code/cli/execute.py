@@ -23,6 +23,10 @@ def _read_jobs(stream):
         except json.JSONDecodeError as e:
             yield k, {"__bad_line__": f"line {k}: not valid JSON ({e.msg} at column {e.colno})"}
             continue
+        except (ValueError, RecursionError, MemoryError) as e:  # a 5,000-digit number, nesting
+            yield k, {"__bad_line__": f"line {k}: not readable JSON ({type(e).__name__}: "
+                                      f"{str(e)[:100]})"}
+            continue
         if not isinstance(job, dict):
             yield k, {"__bad_line__": f"line {k}: a job must be a JSON object, got "
                                       f"{type(job).__name__} "

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..sandbox.protocol import OK, SANDBOX
-from ..sandbox.server import empty_dir
+from ..sandbox.server import DEFAULT_HASH_SEED, empty_dir
 from .backends import ExecutorBase
-from .jobs import Job, JobError, parse_job
+from .jobs import Job, JobError, job_seed, parse_job
 from .launchers import DISK_CAP_MB, Channel, DirectLauncher, Launcher, choose_launcher
 
 log = logging.getLogger(__name__)
@@ -146,6 +146,11 @@ def start_batch(jobs: Iterable[Any]) -> tuple[list[dict | None], list[_JobState 
             results.append({"id": jid, "error": str(e)})
             states.append(None)
             continue
+        except Exception as e:  # noqa: BLE001 - a job no rule foresaw: its own error, not the run's
+            results.append({"id": jid, "error": f"the job could not be read ({type(e).__name__}: "
+                                                f"{str(e)[:200]})"})
+            states.append(None)
+            continue
         n, t = job.shape
         states.append(_JobState(job, [[None] * t for _ in range(n)],
                                 [[""] * t for _ in range(n)] if job.return_outputs else None))
@@ -196,13 +201,17 @@ class Executor(ExecutorBase):
         chunk_tests: tests per unit of work (smaller spreads slow programs over slots).
         use_uid: run children under a per-slot uid when root (default True).
         disable: server layers to switch off (``seccomp``, ``landlock``), to test fallbacks.
+        hash_seed: ``PYTHONHASHSEED`` of every slot's judge and so of every cell (default: a
+            fixed documented value, so that outputs that depend on string hashing, such as a
+            printed set of strings, are the same in every slot, launcher and run; None leaves
+            each slot a random one, as a bare interpreter would draw).
     """
 
     def __init__(self, slots: int | None = None, launcher: str | Launcher = "auto",
                  allow_unsafe: bool = False, preload: Iterable[str] = DEFAULT_PRELOAD,
                  chunk_tests: int = 8, use_uid: bool = True,
                  heavy_preload: Iterable[str] = DEFAULT_HEAVY_PRELOAD,
-                 disable: Iterable[str] = ()):
+                 disable: Iterable[str] = (), hash_seed: int | None = DEFAULT_HASH_SEED):
         if slots is None:
             slots = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
                 os.cpu_count() or 1)
@@ -225,8 +234,13 @@ class Executor(ExecutorBase):
         if unknown:
             raise ValueError(f"unknown layer(s) to disable: {sorted(unknown)}; "
                              "choose from seccomp, landlock")
+        if hash_seed is not None and not (isinstance(hash_seed, int)
+                                          and 0 <= hash_seed <= 4294967295):
+            raise ValueError(f"hash_seed must be an int in [0, 4294967295], got {hash_seed!r}")
+        self.hash_seed = hash_seed
         for s in self.slots:
             s.cfg["token"] = self.token
+            s.cfg["hash_seed"] = hash_seed
             for layer in disable:
                 s.cfg[layer] = False
         self._closed = False
@@ -247,7 +261,8 @@ class Executor(ExecutorBase):
                 s.launcher = self.launcher
                 s.cfg = dict(self.launcher.slot_config(s.index, self._base, tuple(preload),
                                                        use_uid, tuple(heavy_preload)),
-                             token=self.token, **{layer: False for layer in disable})
+                             token=self.token, hash_seed=hash_seed,
+                             **{layer: False for layer in disable})
             self._start_slots()
         self.isolation = self._isolation_report()
         active = [k for k, (on, _) in self.isolation["layers"].items() if on and k in _PROTECTIVE]
@@ -397,6 +412,7 @@ class Executor(ExecutorBase):
         if t == 0:
             return []
         out = []
+        seed = job_seed(job)
         for p, program in enumerate(job.programs):
             for a in range(0, t, size):
                 b = min(t, a + size)
@@ -410,7 +426,7 @@ class Executor(ExecutorBase):
                        "tests": tests, "expected": expected, "time": job.time_limit_s,
                        "wall": job.wall_limit_s, "mem_mb": job.memory_limit_mb,
                        "out_mb": job.output_limit_mb, "return_outputs": job.return_outputs,
-                       "checker": job.checker}
+                       "checker": job.checker, "seed": seed}
                 checker_wall = max(job.wall_limit_s, 5.0) if job.checker else 0.0
                 budget = (b - a) * (job.wall_limit_s + checker_wall + 1.0) + 10.0
                 out.append(_Unit(index, p, a, b, req, budget))

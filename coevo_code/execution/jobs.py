@@ -7,6 +7,8 @@ line yields one result with ``error`` and never stops the other jobs.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -52,12 +54,46 @@ def _text(value, where: str) -> str:
     return value
 
 
+def job_seed(job: Job) -> int:
+    """The seed of ``random`` and ``numpy.random`` in every cell of a job: the first 8 bytes of
+    the SHA-256 of its id in JSON, so the same job draws the same numbers in every slot,
+    launcher and run (a job without an id: ``null``)."""
+    try:
+        text = json.dumps(job.id, sort_keys=True, ensure_ascii=True)
+    except (TypeError, ValueError):
+        text = repr(job.id)
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8],
+                          "little")
+
+
+def _short(v) -> str:
+    if isinstance(v, int) and v.bit_length() > 100:
+        return f"an int of {v.bit_length()} bits"
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bytes(value, where: str) -> bytes:
+    """A stdio text as the bytes a program reads or must print: UTF-8, with the bytes that a
+    file read with surrogateescape carried kept as they were. A lone surrogate that stands for
+    no byte (JSON's "\\ud800") is this job's error, not the run's."""
+    text = _text(value, where)
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as e:
+        raise JobError(f"{where} holds {text[e.start:e.end]!r} at character {e.start}, which is "
+                       "not text (a lone surrogate)") from None
+
+
 def _number(d: dict, key: str, default, lo: float, hi: float, integer=False):
     if key not in d or d[key] is None:
         return default
     v = d[key]
+    if isinstance(v, int) and not isinstance(v, bool) and not lo < v <= hi:
+        # before any float(): an int of 400 digits has no float
+        raise JobError(f"'{key}' must be in ({lo}, {hi}], got {_short(v)}")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise JobError(f"'{key}' must be a finite number, got {v!r}")
+        raise JobError(f"'{key}' must be a finite number, got {_short(v)}")
     if not lo < v <= hi:
         raise JobError(f"'{key}' must be in ({lo}, {hi}], got {v!r}")
     return int(v) if integer else float(v)
@@ -83,8 +119,8 @@ def parse_job(d: Any) -> Job:
             if not isinstance(t, dict) or "input" not in t or "output" not in t:
                 raise JobError(f"tests[{i}] of a stdio job must be an object with 'input' and "
                                "'output'")
-            tests.append((_text(t["input"], f"tests[{i}].input").encode("utf-8", "surrogateescape"),
-                          _text(t["output"], f"tests[{i}].output").encode("utf-8", "surrogateescape")))
+            tests.append((_bytes(t["input"], f"tests[{i}].input"),
+                          _bytes(t["output"], f"tests[{i}].output")))
         else:
             if isinstance(t, str):
                 tests.append(t)

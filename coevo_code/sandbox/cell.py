@@ -23,26 +23,55 @@ import builtins
 import io
 import marshal
 import os
+import struct
 import sys
 
-from .codec import CodecError, decode, encode
-from .protocol import EXIT_MEMORY, FRAME_CAP, RETURN_OUTPUT_CAP, ProtocolError, recv, send
+from .codec import CodecError, TooLarge, canonical, decode, encode, marshal_is_plain
+from .protocol import (EXIT_MEMORY, FRAME_CAP, RETURN_OUTPUT_CAP, ProtocolError, read_exact,
+                       recv, send)
+
+
+def recv_plain(fd, cap):
+    """A frame from the program: at most ``cap`` bytes (ProtocolError past it), loaded only if
+    it holds nothing but what ``codec.encode`` makes (ValueError otherwise): a dict or a
+    frozenset of colliding keys, written by the program itself, is never built."""
+    (n,) = struct.unpack(">I", read_exact(fd, 4))
+    if n > cap:
+        raise ProtocolError("a message of %d bytes (cap %d)" % (n, cap))
+    data = read_exact(fd, n)
+    if not marshal_is_plain(data):
+        raise ValueError("a frame holding more than plain values")
+    return marshal.loads(data)
 
 _KEEP = []
 _STREAMS = None
+HANDLE_TEXT_CAP = 1000  # characters of a handle's repr sent along (then a digest of the rest)
+
+
+def _stream(fd, mode, name, like, errors, line_buffering):
+    """One standard stream as CPython's ``create_stdio`` makes it for a file that is not a
+    terminal: a FileIO named ``<stdin>`` (and its buffer), a TextIOWrapper with ``mode`` and
+    ``name``, splitting lines at ``\n`` only, with the encoding and errors the interpreter chose
+    for its own (``like``: UTF-8 and surrogateescape under the sandbox's C.UTF-8 locale)."""
+    raw = io.FileIO(fd, mode + "b", closefd=False)
+    raw.name = name
+    buf = (io.BufferedReader if mode == "r" else io.BufferedWriter)(raw)
+    text = io.TextIOWrapper(buf, encoding=getattr(like, "encoding", None) or "utf-8",
+                            errors=getattr(like, "errors", None) or errors, newline="\n",
+                            line_buffering=line_buffering)
+    text.mode = mode
+    return text
 
 
 def new_streams():
-    """Streams as a fresh interpreter with a non-tty stdin/stdout would have them. Built once in
-    the zygote (never used there), so that a cell only has to install its pristine copies."""
+    """Streams as a fresh interpreter with a non-tty stdin/stdout would have them (every
+    attribute a program may read: ``mode``, ``name``, ``encoding``, ``errors``, ``buffer``,
+    ``fileno()``, ``isatty()``...). Built once in the zygote (never used there), so that a cell
+    only has to install its pristine copies."""
     global _STREAMS
-    _STREAMS = (io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                                 encoding="utf-8", errors="strict"),
-                io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
-                                 encoding="utf-8", errors="strict"),
-                io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-                                 encoding="utf-8", errors="backslashreplace",
-                                 line_buffering=True))
+    _STREAMS = (_stream(0, "r", "<stdin>", sys.__stdin__, "strict", False),
+                _stream(1, "w", "<stdout>", sys.__stdout__, "strict", False),
+                _stream(2, "w", "<stderr>", None, "backslashreplace", True))
 
 
 def _fresh_streams():
@@ -69,22 +98,25 @@ def _read_code(fd=3):
     return marshal.loads(data)
 
 
-def _main_namespace(default_recursion, adjust):
-    """A fresh ``__main__`` as ``python main.py`` has it, fresh seeds, and the recursion room of a
-    fresh interpreter (the zygote's frames below do not count)."""
+def _main_namespace(default_recursion, adjust, seed=None):
+    """A fresh ``__main__`` as ``python main.py`` has it, the job's seeds (``random`` and
+    ``numpy.random``: the same in every cell of a job, so that its outputs do not depend on the
+    slot; fresh entropy without one), and the recursion room of a fresh interpreter (the
+    zygote's frames below do not count)."""
     _fresh_streams()
     sys.argv = ["main.py"]
     main_module = type(sys)("__main__")
     _KEEP.append(sys.modules.get("__main__"))
     sys.modules["__main__"] = main_module
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little")
     if "random" in sys.modules:
-        sys.modules["random"].seed()
+        sys.modules["random"].seed(seed)
     np = sys.modules.get("numpy")
     if np is not None:
         try:
-            # Fresh entropy, as a new interpreter would have. An int seed is ~10x cheaper in a
-            # forked cell than seed(None) or an array seed.
-            np.random.seed(int.from_bytes(os.urandom(4), "little"))
+            # An int seed is ~10x cheaper in a forked cell than seed(None) or an array seed.
+            np.random.seed(seed & 0xFFFFFFFF)
         except Exception:
             pass
     g = main_module.__dict__
@@ -137,9 +169,9 @@ def _finish(status):
 
 
 # ---- a stdio program ------------------------------------------------------------------------
-def run_stdio(default_recursion, adjust):
+def run_stdio(default_recursion, adjust, seed=None):
     code, _ = _read_code()
-    g = _main_namespace(default_recursion, adjust)
+    g = _main_namespace(default_recursion, adjust, seed)
     status = 0
     try:
         exec(code, g)
@@ -155,21 +187,32 @@ def run_stdio(default_recursion, adjust):
 
 # ---- a program answering calls ----------------------------------------------------------------
 class _Table:
-    """Objects of the program that crossed as handles, by id."""
+    """Objects of the program that crossed as handles, by id: one handle per object (kept alive
+    here for the cell's life, so its ``id`` is never reused), so that ``f() is f()`` holds in
+    the test for an object the program returns twice."""
 
     def __init__(self):
         self.objs = {}
+        self.ids = {}
 
     def put(self, obj):
-        k = len(self.objs) + 1
-        self.objs[k] = obj
+        k = self.ids.get(id(obj))
+        if k is None:
+            k = len(self.objs) + 1
+            self.objs[k] = obj
+            self.ids[id(obj)] = k
         try:
             text = repr(obj)
             if type(text) is not str:
                 text = "<object>"
         except BaseException:  # noqa: BLE001 - the program's own __repr__
             text = "<object>"
-        return ("H", k, text[:1000])
+        if len(text) > HANDLE_TEXT_CAP:  # cut, with a digest of the whole: no truncation
+            try:  # decides whether two handles' texts are the same
+                text = output_text(text, HANDLE_TEXT_CAP)
+            except BaseException:  # noqa: BLE001 - a MemoryError: the cut alone
+                text = text[:HANDLE_TEXT_CAP]
+        return ("H", k, text)
 
     def get(self, k, _repr=None):
         try:
@@ -198,7 +241,7 @@ def _answer(msg, g, table):
                 ns[name] = ("C", table.put(value))
             else:
                 ns[name] = ("V", _encode_result(value, table))
-        return ("ns", ns)
+        return ("ns", tuple(ns.items()))  # pairs: a frame of the program's never holds a dict
     if op == "call":
         target = table.get(msg[1])
         args = decode(msg[2], table.get)
@@ -239,15 +282,19 @@ def _answer(msg, g, table):
             v = arg in obj
         elif what == "str":
             v = str(obj)
+        elif what == "bool":  # __bool__, then __len__, as Python decides truth
+            v = bool(obj)
+        elif what == "ne":  # only between two of the program's own objects (see Handle)
+            v = bool(obj != arg)
         else:
             raise CodecError("an unknown op %r" % (what,))
         return ("ok", _encode_result(v, table))
     raise CodecError("an unknown request %r" % (op,))
 
 
-def serve_program(default_recursion, adjust):
+def serve_program(default_recursion, adjust, seed=None):
     code, setup = _read_code()
-    g = _main_namespace(default_recursion, adjust)
+    g = _main_namespace(default_recursion, adjust, seed)
     try:
         exec(code, g)
         exec(setup, g)  # as before the split: the program sees what the job's setup defines
@@ -285,7 +332,12 @@ def serve_program(default_recursion, adjust):
         try:
             send(5, reply)
         except (ValueError, OverflowError):  # marshal refused: too large or too deep
-            send(5, ("raise", "MemoryError", "the answer could not be sent"))
+            try:
+                send(5, ("raise", "MemoryError", "the answer could not be sent"))
+            except BaseException:  # noqa: BLE001
+                os._exit(EXIT_MEMORY)
+        except MemoryError:  # the answer did not fit the program's memory: its memory limit
+            os._exit(EXIT_MEMORY)
         except OSError:
             os._exit(0)
 
@@ -305,20 +357,25 @@ _PASSABLE = {name: obj for name, obj in vars(builtins).items()
 
 
 class _Link:
-    def __init__(self, rfd, wfd):
+    def __init__(self, rfd, wfd, cap=FRAME_CAP):
         self.rfd, self.wfd = rfd, wfd
+        self.cap = cap  # the largest answer taken: the job's output limit
         self.gone = None
+        self.handles = {}  # one stand-in per object of the program
 
     def ask(self, msg):
         if self.gone is not None:
             raise ProgramGone(self.gone)
         try:
             send(self.wfd, msg)
-            reply = recv(self.rfd, FRAME_CAP)
+            reply = recv_plain(self.rfd, self.cap)
         except (EOFError, OSError):
             self.gone = "DIED"
             raise ProgramGone("DIED") from None
-        except (ProtocolError, ValueError, TypeError):
+        except ProtocolError:  # an answer larger than the output limit
+            self.gone = "OUTPUT"
+            raise ProgramGone("OUTPUT") from None
+        except (ValueError, TypeError):
             self.gone = "PROTOCOL"
             raise ProgramGone("PROTOCOL") from None
         if type(reply) is not tuple or not reply:
@@ -331,8 +388,9 @@ class _Link:
             except (CodecError, RecursionError):
                 self.gone = "PROTOCOL"
                 raise ProgramGone("PROTOCOL") from None
-        if kind == "ns" and msg[0] == "ns" and len(reply) == 2 and type(reply[1]) is dict:
-            return reply[1]
+        if kind == "ns" and msg[0] == "ns" and len(reply) == 2 and type(reply[1]) is tuple:
+            return {p[0]: p[1] for p in reply[1]
+                    if type(p) is tuple and len(p) == 2 and type(p[0]) is str}
         if kind == "raise" and len(reply) == 3 and type(reply[1]) is str:
             name, text = reply[1], reply[2] if type(reply[2]) is str else ""
             if name == "MemoryError":
@@ -354,7 +412,12 @@ class _Link:
         raise ProgramGone("PROTOCOL")
 
     def handle(self, k, text):
-        return Handle(self, k, text)
+        h = self.handles.get(k)
+        if h is None:
+            h = self.handles[k] = Handle(self, k, text)
+        else:  # the same object: its repr as it is now
+            object.__setattr__(h, "_repr", text)
+        return h
 
     def encode(self, v):
         def out(obj):
@@ -418,8 +481,20 @@ class Handle:
     def __repr__(self):
         return self._repr
 
+    def __bool__(self):
+        return self._op("bool") is True
+
+    def __ne__(self, other):
+        """Between two objects of the program, as the object answers it (both crossed as
+        handles, so no value of the test's is compared by the program's code); with anything
+        else, by identity, as ``==``."""
+        if other is self:
+            return False
+        if type(other) is Handle and other._link is self._link:
+            return self._op("ne", other) is True
+        return True
+
     __eq__ = object.__eq__
-    __ne__ = object.__ne__
     __hash__ = object.__hash__
 
 
@@ -513,22 +588,56 @@ def _bind_program(g, link, entry_point):
             continue
 
 
-def run_test(default_recursion, adjust, with_program=True):
-    setup, test, entry_point = _read_code()
-    g = _main_namespace(default_recursion, adjust)
+def compile_test(src):
+    """A functional test's code, compiled in the test's own process (its cost, its recursion and
+    its errors are the test's: a 1,500-level expression or a set literal of 20,000 colliding
+    hashes costs that cell, never the judge). When its last statement is an expression
+    (``add(1, 2)``), that expression's value becomes ``__coevo_value__``, the cell's output."""
+    import ast
+    if type(src) is not str:  # the judge compiled it (a checker's call)
+        return src
+    tree = ast.parse(src, "test.py")
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        name = ast.copy_location(ast.Name("__coevo_value__", ast.Store()), last)
+        name.end_lineno, name.end_col_offset = last.end_lineno, last.end_col_offset
+        tree.body[-1] = ast.copy_location(ast.Assign(targets=[name], value=last.value), last)
+    return compile(tree, "test.py", "exec", dont_inherit=True)
+
+
+def output_text(text, cap=RETURN_OUTPUT_CAP):
+    """A cell's output as returned: whole up to ``cap`` characters, else its first ``cap``
+    characters and the SHA-256 of the whole, so that equal outputs stay equal and different
+    ones different, however long (no truncation decides an equality)."""
+    if len(text) <= cap:
+        return text
+    import hashlib
+    return "%s #sha256:%s" % (text[:cap], hashlib.sha256(
+        text.encode("utf-8", "surrogatepass")).hexdigest())
+
+
+def _handle_text(v):
+    return v._repr if type(v) is Handle else None
+
+
+def run_test(default_recursion, adjust, with_program=True, seed=None):
+    setup, test, entry_point, out_cap = _read_code()
+    g = _main_namespace(default_recursion, adjust, seed)
     report = b""
     try:
+        code = compile_test(test)
         if with_program:
-            _bind_program(g, _Link(4, 5), entry_point)
+            _bind_program(g, _Link(4, 5, out_cap), entry_point)
         exec(setup, g)
-        exec(test, g)
-        try:
-            report = b"OK" + (repr(g["__coevo_value__"]).encode("utf-8", "replace")
-                              [:RETURN_OUTPUT_CAP * 4] if "__coevo_value__" in g else b"")
-        except ProgramGone as e:
-            report = b"PROG " + str(e).encode()
-        except BaseException:  # noqa: BLE001
-            report = b"OK<unrepresentable>"
+        exec(code, g)
+        if "__coevo_value__" in g:
+            try:
+                text = canonical(g["__coevo_value__"], out_cap, _handle_text)
+                report = b"OK" + output_text(text).encode("utf-8", "surrogatepass")
+            except TooLarge:
+                report = b"PROG OUTPUT"
+        else:
+            report = b"OK"
     except ProgramGone as e:
         report = b"PROG " + str(e).encode()
     except MemoryError as e:

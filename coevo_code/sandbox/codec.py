@@ -157,6 +157,7 @@ def decode(x, handle, depth=0):
         keys, vals = [dec(k) for k in _seq(x[1])], [dec(v) for v in _seq(x[2])]
         if len(keys) != len(vals):
             raise CodecError("a mapping with %d keys and %d values" % (len(keys), len(vals)))
+        _distinct_hashes(keys)
         try:
             pairs = dict(zip(keys, vals))
         except TypeError as e:
@@ -169,6 +170,7 @@ def decode(x, handle, depth=0):
     if tag in ("S", "F"):
         try:
             items = [dec(i) for i in _seq(_items(x, 2)[1])]
+            _distinct_hashes(items)
             return set(items) if tag == "S" else frozenset(items)
         except TypeError as e:
             raise CodecError("an unhashable set item: %s" % e)
@@ -188,6 +190,7 @@ def decode(x, handle, depth=0):
         keys, vals = [dec(k) for k in _seq(x[2])], [dec(v) for v in _seq(x[3])]
         if len(keys) != len(vals):
             raise CodecError("a mapping with %d keys and %d values" % (len(keys), len(vals)))
+        _distinct_hashes(keys)
         try:
             return collections.defaultdict(_FACTORIES[x[1]], zip(keys, vals))
         except TypeError as e:
@@ -270,3 +273,248 @@ def _namedtuple(name, fields):
             _NT_CACHE.clear()
         cls = _NT_CACHE[key] = collections.namedtuple(name, fields)
     return cls
+
+
+COLLISIONS_ALLOWED = 64  # items of one set or mapping that may share a hash with another
+
+
+def _distinct_hashes(items):
+    """Refuse a set or mapping whose items collide in hash: building one costs quadratic time
+    (20,000 colliding ints: seconds), however small its frame. Hash values are ints below
+    2**61 that hash to themselves, so counting them is linear. No honest value comes close:
+    ints below 2**61 and floats hash to distinct values, strings to 64 random bits."""
+    if len(items) <= COLLISIONS_ALLOWED:
+        return
+    try:
+        hashes = set(map(hash, items))
+    except TypeError as e:
+        raise CodecError("an unhashable item: %s" % e)
+    if len(items) - len(hashes) > COLLISIONS_ALLOWED:
+        raise CodecError("a set or mapping of %d items with only %d distinct hashes"
+                         % (len(items), len(hashes)))
+
+
+# ---- the canonical text of a value ---------------------------------------------------------------
+INT_DECIMAL_BITS = 13000  # ints up to this size print in decimal (< 4,300 digits), larger in hex
+
+
+class TooLarge(Exception):
+    """The canonical text of a value would exceed its budget."""
+
+
+def _int_text(v):
+    if v.bit_length() <= INT_DECIMAL_BITS:
+        return int.__repr__(v)
+    return hex(v)  # linear, whatever sys.set_int_max_str_digits says; literal_eval reads it
+
+
+def _flat(parts):
+    """The text of a tree of fragments (lists nest), without recursion."""
+    out, stack = [], [iter(parts)]
+    while stack:
+        for x in stack[-1]:
+            if type(x) is str:
+                out.append(x)
+            else:
+                stack.append(iter(x))
+                break
+        else:
+            stack.pop()
+    return "".join(out)
+
+
+def canonical(value, budget, handle_text=None):
+    """The text a label-free vote compares: ``repr`` for plain values, with every set (and
+    frozenset) printed in the sorted order of its items' texts and every dict (Counter,
+    defaultdict) in the sorted order of its keys' texts, so that equal values built in other
+    orders give the same text; ints past 4,300 digits in hex (compared by value, under any
+    digit limit); a numpy array as its full list (no summarising ``...``); a handle as its
+    program's repr (``handle_text(v)``, None for anything else). The same function runs in the
+    judge and in a test process, so both give the same text for the same value.
+
+    Raises :class:`TooLarge` when the text would pass ``budget`` characters: a value whose
+    references repeat one large object costs what its text would, and no more is built.
+    Iterative, so depth costs no recursion; a value that contains itself prints ``...``."""
+    size = [0]
+
+    def emit(text, parts):
+        size[0] += len(text)
+        if size[0] > budget:
+            raise TooLarge
+        parts.append(text)
+
+    np = _np()
+    stack = []  # frames: [kind, items, index, parts, id, extra]
+    path = set()
+
+    def push(kind, items, parts, v, extra):
+        path.add(id(v))
+        stack.append([kind, items, 0, parts, id(v), extra, []])
+
+    def visit(v, parts):
+        t = type(v)
+        if t is str or t is bytes or t is bool or v is None or t is float or t is complex:
+            emit(repr(v), parts)
+            return
+        if t is int:
+            emit(_int_text(v), parts)
+            return
+        if handle_text is not None:
+            text = handle_text(v)
+            if text is not None:
+                emit(text, parts)
+                return
+        if id(v) in path:
+            emit("[...]" if t is list else "{...}" if t is dict else "...", parts)
+            return
+        if t is list:
+            emit("[", parts)
+            push("seq", list(v), parts, v, "]")
+        elif t is tuple:
+            emit("(", parts)
+            push("seq", list(v), parts, v, ",)" if len(v) == 1 else ")")
+        elif t is set or t is frozenset:
+            if not v:
+                emit("set()" if t is set else "frozenset()", parts)
+                return
+            push("set", list(v), parts, v, ("{", "}") if t is set else ("frozenset({", "})"))
+        elif t is dict or t is collections.Counter or t is collections.defaultdict:
+            if t is dict:
+                head = "{"
+            elif t is collections.Counter:
+                head = "Counter({"
+            else:
+                f = v.default_factory
+                head = "defaultdict(%s, {" % ("None" if f is None else
+                                             getattr(f, "__name__", "?"))
+            push("map", list(dict.items(v)), parts, v, (head, "}" if t is dict else "})", True))
+        elif t is collections.OrderedDict:
+            push("map", list(dict.items(v)), parts, v, ("OrderedDict({", "})", False))
+        elif t is collections.deque:
+            emit("deque([", parts)
+            push("seq", list(v), parts, v,
+                 "])" if v.maxlen is None else "], maxlen=%d)" % v.maxlen)
+        elif issubclass(t, tuple) and _namedtuple_fields(t) is not None:
+            fields = _namedtuple_fields(t)
+            emit(t.__name__ + "(", parts)
+            items = list(tuple.__iter__(v))
+            push("nt", items, parts, v, fields)
+        elif np is not None and t is np.ndarray and v.dtype.kind not in "OV":
+            if v.size > budget:
+                raise TooLarge
+            emit("array(", parts)
+            push("seq", [v.tolist()], parts, v,
+                 ", dtype=%r, shape=%r)" % (v.dtype.str, tuple(v.shape)))
+        else:  # Decimal, Fraction, range, bytearray, numpy scalars, built-ins: their repr
+            try:
+                text = repr(v)
+            except Exception:  # noqa: BLE001
+                text = None
+            emit(text if type(text) is str else "<%s>" % t.__name__, parts)
+
+    top = []
+    visit(value, top)
+    while stack:
+        frame = stack[-1]
+        kind, items, i, parts, _, extra, subs = frame
+        if kind == "seq" or kind == "nt":
+            if i < len(items):
+                frame[2] = i + 1
+                if i:
+                    emit(", ", parts)
+                if kind == "nt":
+                    emit(extra[i] + "=", parts)
+                visit(items[i], parts)
+                continue
+            emit(extra if kind == "seq" else ")", parts)
+        elif kind == "set":
+            if i < len(items):
+                frame[2] = i + 1
+                sub = []
+                subs.append(sub)
+                visit(items[i], sub)
+                continue
+            texts = sorted(_flat(sub) for sub in subs)
+            parts.append(extra[0])
+            parts.append(", ".join(texts))
+            parts.append(extra[1])
+            size[0] += 2 * len(texts)
+        else:  # map: keys and values alternate in subs
+            if i < 2 * len(items):
+                frame[2] = i + 1
+                sub = []
+                subs.append(sub)
+                visit(items[i // 2][i % 2], sub)
+                continue
+            head, tail, sort = extra
+            keys = [_flat(subs[j]) for j in range(0, len(subs), 2)]
+            order = range(len(keys))
+            if sort:
+                order = sorted(order, key=keys.__getitem__)
+            parts.append(head)
+            for n, j in enumerate(order):
+                if n:
+                    parts.append(", ")
+                parts.append(keys[j])
+                parts.append(": ")
+                parts.append(subs[2 * j + 1])
+            parts.append(tail)
+            size[0] += 4 * len(keys)
+        if size[0] > budget:
+            raise TooLarge
+        stack.pop()
+        path.discard(frame[4])
+    return _flat(top)
+
+
+# ---- frames from the other side ---------------------------------------------------------------
+_SKIP = {ord("i"): 4, ord("g"): 8, ord("y"): 16, ord("r"): 4}
+_NONE = frozenset(b"0NFTS.")
+_SIZED = frozenset(b"stuaA")  # 4-byte length, then that many bytes
+_SHORT = frozenset(b"zZ")  # 1-byte length
+
+
+def marshal_is_plain(data):
+    """Whether a marshal frame holds only what ``codec.encode`` makes (scalars, tuples, lists,
+    back-references; never a dict, set, frozenset or code object): ``marshal.loads`` then costs
+    what the frame's size costs. A program
+    writing its own frame could otherwise have the judge build a dict or a frozenset of
+    colliding keys (quadratic) while loading it. Walks the type codes without building
+    anything."""
+    if not any(b in data for b in (b"{", b"<", b">", b"c", b"\xfb", b"\xbc", b"\xbe",
+                                    b"\xe3")):
+        return True  # no byte could be a refused type code, wherever it sits
+    n, i, need = len(data), 0, 1
+    try:
+        while need:
+            need -= 1
+            code = data[i] & 0x7F
+            i += 1
+            if code in _NONE:
+                continue
+            skip = _SKIP.get(code)
+            if skip is not None:
+                i += skip
+            elif code in _SIZED or code == 0x6C:  # 'l': a digit count, 2 bytes each
+                k = int.from_bytes(data[i:i + 4], "little", signed=True)
+                i += 4 + (abs(k) * 2 if code == 0x6C else k)
+                if k < 0 and code != 0x6C:
+                    return False
+            elif code in _SHORT:
+                i += 1 + data[i]
+            elif code == 0x28 or code == 0x5B:  # '(' tuple, '[' list
+                k = int.from_bytes(data[i:i + 4], "little", signed=True)
+                if k < 0:
+                    return False
+                i += 4
+                need += k
+            elif code == 0x29:  # ')' small tuple
+                need += data[i]
+                i += 1
+            else:  # a refused code or one encode never makes
+                return False
+            if i > n:
+                return False
+    except IndexError:
+        return False
+    return i == n

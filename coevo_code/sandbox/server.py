@@ -15,22 +15,27 @@ import ast
 import json
 import marshal
 import os
+import resource
 import signal
 import socket
 import stat
+import struct
 import sys
 
 from . import seccomp
 from .protocol import (CHILD_SETUP_FAILED, EXIT_MEMORY, MEMORY, OK, OUTPUT, RETURN_OUTPUT_CAP,
                        RUNTIME, SANDBOX, STATUS_CAP, SYNTAX, TIMEOUT, WRONG, recv, recv_msg,
                        send, send_msg)
-from .cell import binds_program_object
-from .codec import decode, encode
-from .protocol import ProtocolError
+from .cell import binds_program_object, output_text
+from .codec import TooLarge, canonical, decode, encode, marshal_is_plain
+from .protocol import read_exact
 from .zygote import Zygote, fresh_depth, sealed_memfd
 
 INPUT_CACHE_BYTES = 64 << 20  # test inputs kept as sealed memfds across units
 INPUT_CACHE_COUNT = 4096
+JUDGE_MEMORY_MB = 4096  # address space the judge may add to what it maps at start-up
+JUDGE_CPU_BASE_S = 30.0  # CPU seconds the judge may spend on a unit: this, plus per cell ...
+JUDGE_CPU_PER_CELL_S = 2.0  # ... this and the cell's time limit (its checker's, at most)
 
 
 class ZygoteGone(RuntimeError):
@@ -60,22 +65,70 @@ def uses_modules(code, roots, nested=True):
     return False
 
 
-def compile_test(src):
-    """Compile a functional test; when its last statement is an expression, that expression's value
-    becomes the cell's output (its repr), as in a REPL, which the label-free labels cluster on."""
+def parse_test(src):
+    """A functional test's syntax tree, or None where it does not parse (the test's process then
+    compiles it and fails on its own). Compiling happens there, not here: a test's constants can
+    cost the compiler quadratic time (a set literal of colliding hashes) and its nesting a
+    RecursionError, and both are the test's, within its own limits."""
     try:
-        tree = ast.parse(src, "test.py")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return compile("raise SyntaxError('the test does not parse')", "test.py", "exec")
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = tree.body[-1]
-        assign = ast.Assign(targets=[ast.Name("__coevo_value__", ast.Store())], value=last.value)
-        tree.body[-1] = ast.copy_location(assign, last)
-        ast.fix_missing_locations(tree)
-    try:
-        return compile(tree, "test.py", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return compile("raise SyntaxError('the test does not compile')", "test.py", "exec")
+        return ast.parse(src, "test.py")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+
+
+def tree_uses_modules(tree, roots):
+    """``uses_modules`` on a syntax tree: names, attributes, imports and string constants."""
+    for node in ast.walk(tree):
+        t = type(node)
+        if t is ast.Name:
+            name = node.id
+        elif t is ast.Import or t is ast.ImportFrom:
+            if t is ast.ImportFrom and node.module and node.module.split(".")[0] in roots:
+                return True
+            if any(a.name.split(".")[0] in roots for a in node.names):
+                return True
+            continue
+        elif t is ast.Constant and type(node.value) is str:
+            name = node.value
+        else:
+            continue
+        if name.split(".")[0] in roots:
+            return True
+    return False
+
+
+FLOOD_SCAN_BYTES = 8 << 10  # sources past this are scanned for colliding constants
+FLOOD_DISTINCT = 64  # distinct constants of one hash that make a source a hash flood
+
+
+def hash_flood(src, tree=None):
+    """Whether a source holds many distinct constants of one hash (20,000 ints that collide mod
+    2**61 - 1): compiling it, or evaluating its literals, costs quadratic time. Linear: hash
+    values hash to themselves, and each is compared with at most FLOOD_DISTINCT others. Short
+    sources are not scanned (a flood needs long numbers: a few hundred cost milliseconds)."""
+    if len(src) <= FLOOD_SCAN_BYTES:
+        return False
+    if tree is None:
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+            return False
+    seen = {}
+    for node in ast.walk(tree):
+        if type(node) is not ast.Constant:
+            continue
+        v = node.value
+        if type(v) not in (int, float, complex, str, bytes):
+            continue
+        h = hash(v)
+        values = seen.get(h)
+        if values is None:
+            seen[h] = [v]
+        elif not any(type(w) is type(v) and w == v for w in values):
+            values.append(v)
+            if len(values) > FLOOD_DISTINCT:
+                return True
+    return False
 
 
 _NO_VALUE = object()
@@ -86,18 +139,14 @@ class NeedsTestProcess(Exception):
     """A test the judge cannot decide alone after all (an answer holding numpy values)."""
 
 
-def literal_call(src, entry, setup_code):
+def literal_call(tree, entry, setup_code):
     """``(name, args, kwargs, expected)`` when a test is exactly ``assert NAME(literals) ==
     literal`` (expected) or ``NAME(literals)`` (a probe: expected is ``_NO_VALUE``), with NAME
     a global of the program the test process would bind (not a builtin's or a standard module's
     name unless it is the entry point, not one the setup defines); else None. Such a test needs
     no code of its own: the judge calls the program and compares the answer itself, with the
     same exact-type values and the same ``==`` the test process would use."""
-    try:
-        tree = ast.parse(src, "test.py")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    if len(tree.body) != 1:
+    if tree is None or len(tree.body) != 1:
         return None
     node = tree.body[0]
     if (isinstance(node, ast.Assert) and node.msg is None and isinstance(node.test, ast.Compare)
@@ -135,6 +184,10 @@ class _Opaque:
         return self.text
 
 
+def _opaque_text(v):
+    return v.text if type(v) is _Opaque else None
+
+
 JUDGE_NODES = 200_000  # nodes of an answer the judge decodes itself (marshal shares repeated
 JUDGE_ITEMS = 10_000  # sub-trees, so a small frame can name 2**60 of them); items of a mapping
 JUDGE_INT_BITS = 1 << 16  # or set (colliding keys make building one quadratic); bits of a number
@@ -163,9 +216,17 @@ def _judge_decode(tree):
                 raise NeedsTestProcess
             stack.extend(x)
 
-    def handle(k, text):
-        return _Opaque(k, text)
+    handles = {}
+
+    def handle(k, text):  # one stand-in per object of the program, as in a test process
+        h = handles.get(k)
+        if h is None:
+            h = handles[k] = _Opaque(k, text)
+        else:
+            h.text = text
+        return h
     return decode(tree, handle)
+
 
 
 def same_tokens(actual, expected):
@@ -175,6 +236,24 @@ def same_tokens(actual, expected):
     a = actual.decode("utf-8", "surrogateescape").split()
     e = expected.decode("utf-8", "surrogateescape").split()
     return a == e
+
+
+def stdio_output(out):
+    """A stdio cell's output as returned: its text, or, past RETURN_OUTPUT_CAP characters, its
+    token form (what the stdio rule compares) cut there with the SHA-256 of the whole token
+    form, so that no truncation decides whether two outputs are the same."""
+    text = out.decode("utf-8", "replace")
+    if len(text) <= RETURN_OUTPUT_CAP:
+        return text
+    return output_text(" ".join(text.split()))
+
+
+def status_text(status):
+    """The output a test process reported after ``OK`` (its own UTF-8, lone surrogates kept)."""
+    try:
+        return status.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:  # a test that wrote its status itself
+        return status.decode("utf-8", "replace")
 
 
 def take_memfd(fd, cap):
@@ -294,6 +373,7 @@ class Judge:
         if "heavy" in self.zygotes:
             self.preloaded += [m for m in self.zygotes["heavy"][2]["preloaded"]
                                if m not in self.preloaded]
+        self._limit_memory(cfg)
         self.out_fd = os.memfd_create("stdout", os.MFD_CLOEXEC)
         self.st_fd = os.memfd_create("status", os.MFD_CLOEXEC)
         self.inputs = {}  # test input bytes -> sealed memfd, most recent last
@@ -304,6 +384,39 @@ class Judge:
             pass
         if self.layers.get("seccomp", [False])[0]:
             seccomp.install(seccomp.server_filter())
+
+    def _limit_memory(self, cfg):
+        """The judge's own address space: what it maps now plus ``judge_memory_mb`` (default
+        JUDGE_MEMORY_MB). Set after the zygotes are forked, so cells keep their own limits; a
+        soft limit, which a MemoryError then reports inside the unit. Nothing the judge does
+        with a program's data should come near it (every such step is bounded by the output
+        limit); it is the backstop, with the CPU limit of each unit (``_limit_cpu``)."""
+        extra = int(cfg.get("judge_memory_mb", JUDGE_MEMORY_MB)) << 20
+        try:
+            with open("/proc/self/statm", "rb") as f:
+                now = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+            want = now + extra
+            if hard != resource.RLIM_INFINITY:
+                want = min(want, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+        except (OSError, ValueError):
+            pass
+
+    def _limit_cpu(self, n_cells, time_limit):
+        """The CPU the judge itself may spend on a unit: its own work on each cell is
+        milliseconds; past this it is stopped by SIGXCPU (the host replaces it and retries the
+        unit once, then reports sandbox_error), never left to run on."""
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        allow = JUDGE_CPU_BASE_S + n_cells * (JUDGE_CPU_PER_CELL_S + time_limit)
+        try:
+            hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+            soft = int(ru.ru_utime + ru.ru_stime + allow) + 1
+            if hard != resource.RLIM_INFINITY:
+                soft = min(soft, hard)
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+        except (OSError, ValueError):
+            pass
 
     def _fork_zygote(self, preload, uids, depth):
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -411,6 +524,7 @@ class Judge:
         kind = req["kind"]
         tests = req["tests"]
         n = len(tests)
+        self._limit_cpu(n, max(2.0, float(req["time"])))
         want_out = bool(req.get("return_outputs"))
         outputs = [""] * n if want_out else None
         cpu = [0.0] * n
@@ -423,10 +537,15 @@ class Judge:
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
             return {"outcomes": [SYNTAX] * n, "outputs": outputs, "cpu": cpu,
                     "detail": "%s: %s" % (type(e).__name__, e)}
-        compiled = [compile_test(t) for t in tests] if kind != "stdio" else None
+        if hash_flood(req["program"]):  # its compile alone would cost the judge seconds
+            return {"outcomes": [RUNTIME] * n, "outputs": outputs, "cpu": cpu,
+                    "detail": "the program's constants collide in hash"}
         entry = req.get("entry_point")
-        fast = ([literal_call(t, entry, setup) for t in tests] if kind != "stdio"
-                else None)
+        trees = [parse_test(t) for t in tests] if kind != "stdio" else None
+        fast = None
+        if kind != "stdio":
+            fast = [None if tree is None or hash_flood(t, tree) else
+                    literal_call(tree, entry, setup) for t, tree in zip(tests, trees)]
         zygote = self.zygotes["light"]
         # numpy's zygote for a program or a test that imports it, or a setup that does so at its
         # top level (evalplus's checks import it inside a function, only on a float mismatch:
@@ -434,10 +553,12 @@ class Judge:
         if "heavy" in self.zygotes and (
                 uses_modules(code, self.heavy_roots)
                 or uses_modules(setup, self.heavy_roots, nested=False)
-                or any(uses_modules(c, self.heavy_roots) for c in compiled or ())):
+                or any(tree is not None and tree_uses_modules(tree, self.heavy_roots)
+                       for tree in trees or ())):
             zygote = self.zygotes["heavy"]
         limits = {"time": float(req["time"]), "wall": float(req["wall"]),
-                  "mem_mb": float(req["mem_mb"]), "out_cap": int(float(req["out_mb"]) * (1 << 20))}
+                  "mem_mb": float(req["mem_mb"]), "out_cap": int(float(req["out_mb"]) * (1 << 20)),
+                  "seed": req.get("seed")}
         time_limit, cap = limits["time"], limits["out_cap"]
         expected = req.get("expected")
         outcomes = []
@@ -456,7 +577,7 @@ class Judge:
                             outcome = self.run_checker(limits, checker, test, expected[i], out)
                         else:
                             outcome = OK if same_tokens(out, expected[i]) else WRONG
-                    text = out.decode("utf-8", "replace") if want_out else ""
+                    text = stdio_output(out) if want_out else ""
                 elif fast[i] is not None and zygote is self.zygotes["light"]:
                     try:
                         outcome, text, used = self.run_call(limits, code_fd, fast[i], want_out)
@@ -465,21 +586,21 @@ class Judge:
                         outcome = None
                     if outcome is None:  # decided by a test process after all
                         outcome, text, used = self.run_test_cell(zygote, limits, code_fd, setup,
-                                                                 compiled[i], entry, want_out)
+                                                                 test, entry, want_out)
                 else:
                     outcome, text, used = self.run_test_cell(zygote, limits, code_fd, setup,
-                                                             compiled[i], entry, want_out)
+                                                             test, entry, want_out)
                 cpu[i] = used
                 outcomes.append(outcome)
                 if want_out:
-                    outputs[i] = text[:RETURN_OUTPUT_CAP]
+                    outputs[i] = text
         finally:
             os.close(code_fd)
         return {"outcomes": outcomes, "outputs": outputs, "cpu": cpu}
 
     def run_test_cell(self, zygote, limits, code_fd, setup, test, entry, want_out):
         """A functional test in a process of its own, calling the program in another."""
-        t_fd = sealed_memfd(marshal.dumps((setup, test, entry)))
+        t_fd = sealed_memfd(marshal.dumps((setup, test, entry, limits["out_cap"])))
         try:
             res = self._spawn(zygote, dict(limits, mode="func"),
                               [code_fd, t_fd, self.out_fd, self.st_fd])
@@ -489,14 +610,17 @@ class Judge:
         out = take_memfd(self.out_fd, cap + 1)
         status = take_memfd(self.st_fd, STATUS_CAP)
         outcome = _functional_outcome(res, limits["time"], out, cap, status)
-        text = status[2:].decode("utf-8", "replace") if want_out and outcome == OK else ""
+        text = status_text(status[2:]) if want_out and outcome == OK else ""
         return outcome, text, res["cells"][0][2]
 
     def run_call(self, limits, code_fd, call, want_out):
         """A literal-only test, decided here: one call into the program over two pipes, the
-        answer decoded to exact types and compared (or, for a probe, its repr taken) by the
-        judge. Returns (outcome, output text, cpu seconds)."""
+        answer decoded to exact types and compared (or, for a probe, its canonical text taken)
+        by the judge. Returns (outcome, output text, cpu seconds). Every step is bounded by the
+        answer's size: larger than the output limit is ``output_limit``; larger than
+        JUDGE_FRAME_CAP, or costly to decode, goes to a test process (CPU-limited)."""
         name, args, kwargs, expected = call
+        cap = limits["out_cap"]
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         mine = {req_r, req_w, rep_r, rep_w}
@@ -510,14 +634,20 @@ class Judge:
             try:
                 send(req_w, ("callname", name, encode(args, _no_handle),
                              encode(kwargs, _no_handle)))
-                reply = recv(rep_r, JUDGE_FRAME_CAP)
-            except ProtocolError:
-                reply = "too large"
+                (size,) = struct.unpack(">I", read_exact(rep_r, 4))
+                if size > cap:
+                    reply = "output limit"
+                elif size > JUDGE_FRAME_CAP:
+                    reply = "too large"
+                else:
+                    data = read_exact(rep_r, size)
+                    reply = marshal.loads(data) if marshal_is_plain(data) else "refused"
             except (EOFError, OSError, ValueError, TypeError):
                 reply = None  # the program died, hung until killed, or broke the protocol
-            finally:
-                os.close(req_w)  # the program's cue to end
-                mine.discard(req_w)
+            finally:  # the program's cue to end; a write it is still making fails at once
+                for fd in (req_w, rep_r):
+                    os.close(fd)
+                    mine.discard(fd)
 
         try:
             res = self._spawn(self.zygotes["light"], dict(limits, mode="call"),
@@ -525,19 +655,20 @@ class Judge:
         finally:
             for fd in mine:
                 os.close(fd)
-        cap = limits["out_cap"]
         out = take_memfd(self.out_fd, cap + 1)
         (rc, sig, used), = res["cells"]
         if res["killed"] or used > limits["time"] or sig == signal.SIGXCPU:
             return TIMEOUT, "", used
         if rc == CHILD_SETUP_FAILED:
             return SANDBOX, "", used
-        if sig == signal.SIGXFSZ or len(out) > cap:
+        if sig == signal.SIGXFSZ or len(out) > cap or reply == "output limit":
             return OUTPUT, "", used
+        if rc == EXIT_MEMORY and type(reply) is not tuple:
+            return MEMORY, "", used
         if reply == "too large":
             raise NeedsTestProcess
         if type(reply) is not tuple or not reply:
-            return RUNTIME, "", used
+            return RUNTIME, "", used  # died, broke the protocol, or a refused frame
         if reply[0] in ("raise", "dead"):
             mem = reply[1:2] in (("MemoryError",), ("MEM",))
             return (MEMORY if mem else RUNTIME), "", used
@@ -552,14 +683,13 @@ class Judge:
         except Exception:  # noqa: BLE001 - malformed (CodecError) or refused (OverflowError...):
             return RUNTIME, "", used  # as the test process's decode would end the test
         if expected is _NO_VALUE:
-            text = ""
-            if want_out:
-                try:
-                    text = repr(value).encode("utf-8", "replace")[:RETURN_OUTPUT_CAP * 4]
-                except Exception:  # noqa: BLE001 - as the test process reports it
-                    text = b"<unrepresentable>"
-                text = text.decode("utf-8", "replace")
-            return OK, text, used
+            try:
+                text = canonical(value, cap, _opaque_text)
+            except TooLarge:
+                return OUTPUT, "", used
+            except MemoryError:
+                return MEMORY, "", used
+            return OK, output_text(text) if want_out else "", used
         try:
             same = bool(value == expected)
         except Exception:  # noqa: BLE001 - an ambiguous comparison, as assert would raise
@@ -570,7 +700,7 @@ class Judge:
         arg = repr((test.decode("utf-8", "replace"), expected.decode("utf-8", "replace"),
                     out.decode("utf-8", "replace")))
         call = compile("assert check(*%s)" % arg, "check_call.py", "exec", dont_inherit=True)
-        fd = sealed_memfd(marshal.dumps((checker, call, None)))
+        fd = sealed_memfd(marshal.dumps((checker, call, None, 0)))
         req = dict(limits, mode="checker", time=max(limits["time"], 2.0),
                    wall=max(limits["wall"], 5.0))
         try:
@@ -625,9 +755,10 @@ def _functional_outcome(res, time_limit, out, cap, status):
         return TIMEOUT
     if CHILD_SETUP_FAILED in (prc, trc):
         return SANDBOX
-    if psig == signal.SIGXFSZ or len(out) > cap:
+    if psig == signal.SIGXFSZ or len(out) > cap or status == b"PROG OUTPUT":
         return OUTPUT
-    if status.startswith(b"MEM") or status.startswith(b"PROG MEM"):
+    if (status.startswith(b"MEM") or status.startswith(b"PROG MEM")
+            or (prc == EXIT_MEMORY and not status.startswith(b"OK"))):
         return MEMORY
     if status.startswith(b"OK") and trc == 0 and tsig == 0:
         return OK
@@ -636,8 +767,36 @@ def _functional_outcome(res, time_limit, out, cap, status):
     return RUNTIME
 
 
+DEFAULT_HASH_SEED = 20241205  # PYTHONHASHSEED of every judge, zygote and cell (unless set)
+
+
+def with_hash_seed(seed):
+    """Re-execute this interpreter with ``PYTHONHASHSEED=seed`` unless it already runs with it.
+
+    A launcher starts the judge as ``python -I``, which ignores the environment and so draws a
+    random string-hash seed: each slot would have its own, and a program printing a set of
+    strings would print it in another order on another slot. The seed is fixed when an
+    interpreter starts, so the judge starts again, once, as ``python -s -P`` (-I less
+    ``-E``) in the environment the launcher gave it with the seed added; every zygote and cell
+    forked from it inherits the seed. Returns only when the seed is in place (or the flags
+    cannot say: an interpreter before 3.11, which has no ``-P``)."""
+    seed = str(int(seed))
+    if not sys.flags.ignore_environment and os.environ.get("PYTHONHASHSEED") == seed:
+        os.environ.pop("PYTHONHASHSEED")  # the cells see the launcher's environment
+        return
+    argv = list(getattr(sys, "orig_argv", ()))
+    if sys.version_info < (3, 11) or "-c" not in argv:
+        return
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(PYTHONHASHSEED=seed, PYTHONDONTWRITEBYTECODE="1")
+    rest = argv[argv.index("-c"):]
+    os.execve(sys.executable, [sys.executable, "-s", "-P"] + rest, env)
+
+
 def main(cfg=None):
     if cfg is None:
         cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    if cfg.get("hash_seed", DEFAULT_HASH_SEED) is not None:
+        with_hash_seed(cfg.get("hash_seed", DEFAULT_HASH_SEED))
     cfg.setdefault("workdir", "/tmp/coevo-slot")
     Judge(cfg).serve()

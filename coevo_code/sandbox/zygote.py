@@ -306,7 +306,8 @@ class Zygote:
                 if pid == 0:  # --------------------------------------------------------- a cell
                     try:
                         self._isolate(role, fdmap, limits, vm_now)
-                        run(self.default_recursion, self.recursion_adjust, *extra)
+                        run(self.default_recursion, self.recursion_adjust, *extra,
+                            seed=req.get("seed"))
                     finally:
                         os._exit(CHILD_SETUP_FAILED)
                 pids.append(pid)
