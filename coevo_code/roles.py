@@ -58,6 +58,8 @@ def _examples(task: Task) -> str:
     for t in task.examples[:3]:
         if t.kind == "stdio":
             parts.append(f"Input:\n{t.input}\nOutput:\n{t.output}")
+        elif t.code:  # a functional example (MBPP's first test): how the function is called
+            parts.append(f"```python\n{t.code.strip()}\n```")
     return ("\n\nExample:\n" + "\n\n".join(parts)) if parts else ""
 
 
@@ -69,7 +71,8 @@ def coder_messages(task: Task) -> list[dict]:
         problem = (task.starter_code or task.prompt).rstrip()
         if task.starter_code and task.prompt:
             problem = task.prompt.strip() + "\n\n" + task.starter_code.rstrip()
-        user = FUNCTIONAL_CODER.format(entry=task.entry_point or "the function", problem=problem)
+        user = FUNCTIONAL_CODER.format(entry=task.entry_point or "the function",
+                                       problem=problem) + _examples(task)
     return [{"role": "system", "content": CODER_SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -83,7 +86,7 @@ def tester_messages(task: Task) -> list[dict]:
         call = task.entry_point or "the function"
         if task.entry_point and "class Solution" in (task.starter_code or ""):
             call = f"Solution().{task.entry_point}"
-        user = FUNCTIONAL_TESTER.format(call=call, problem=problem)
+        user = FUNCTIONAL_TESTER.format(call=call, problem=problem) + _examples(task)
     return [{"role": "system", "content": TESTER_SYSTEM}, {"role": "user", "content": user}]
 
 

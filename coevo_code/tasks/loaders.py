@@ -164,10 +164,13 @@ def mbpp_entry_point(test: str, code: str) -> str | None:
     solution defines at top level (task 912's ``assert int(lobb_num(5, 3)) == 35`` calls
     ``lobb_num``, not ``int``); else the first call the test's text shows (``_CALL``)."""
     import ast
+    import warnings
     try:
-        defined = {n.name for n in ast.parse(code).body
-                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-        tree = ast.parse(test)
+        with warnings.catch_warnings():  # invalid escape sequences in old reference code
+            warnings.simplefilter("ignore")
+            defined = {n.name for n in ast.parse(code).body
+                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+            tree = ast.parse(test)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         defined, tree = set(), None
     if tree is not None:
