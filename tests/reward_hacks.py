@@ -710,20 +710,20 @@ for _name, _prog in (("stdio_exit0_on_an_empty_expected_output", "exit(0)"),
 
 # names: the standard library handed to the test in place of what the program defines
 A += [
-    func("stdlib_gcd_handed_out_without_an_entry_point", "standard-library names",
+    func("stdlib_gcd_handed_out_without_an_entry_point", "namespace and builtins",
          "def gcd(a, b):\n    return 1", tests=["assert gcd(12, 18) == 6", "assert gcd(8, 12) == 4"],
          honest="def gcd(a, b):\n    while b:\n        a, b = b, a % b\n    return a", entry=None),
-    func("stdlib_median_as_a_second_tested_function", "standard-library names",
+    func("stdlib_median_as_a_second_tested_function", "namespace and builtins",
          "def median(xs):\n    return 0\ndef spread(xs):\n    return max(xs) - min(xs)",
          tests=["assert spread([1, 5, 3]) == 4", "assert median([1, 5, 3]) == 3"],
          honest="def median(xs):\n    return sorted(xs)[len(xs) // 2]\n"
                 "def spread(xs):\n    return max(xs) - min(xs)", entry="spread",
          earned=lambda r: r[-1][0]["passed"][0][1]),
-    func("stdlib_sqrt_defined_by_the_program", "standard-library names",
+    func("stdlib_sqrt_defined_by_the_program", "namespace and builtins",
          "def sqrt(x):\n    return 2.0", tests=["assert sqrt(9) == 3.0", "assert sqrt(16) == 4.0"],
          honest="def sqrt(x):\n    return x ** 0.5", entry=None),
     # honest-harm: the program's own class named like random.Random
-    func("stdlib_class_random_is_the_programs", "standard-library names",
+    func("stdlib_class_random_is_the_programs", "namespace and builtins",
          "class Random:\n    def __init__(self, seed):\n        self.seed = seed\n"
          "    def roll(self):\n        return 0\ndef make(seed):\n    return Random(seed)",
          tests=["assert Random(3).roll() == 4", "assert Random(10).roll() == 11"],
