@@ -5,7 +5,10 @@ Parsers never raise and stay linear in the completion's length (no backtracking 
 unparseable completion becomes a program or a test that fails everything, flagged ``ok=False``,
 and :func:`parse_failure_rate` reports how often that happened. The tester's stdio format is
 CURE's (``**Test Input:**`` / ``**Test Output:**`` fenced blocks); for functional tasks the tester
-writes one ``assert`` line that calls the entry point.
+writes one ``assert`` line that calls the entry point on literal arguments and compares the result
+with a literal expected value: an input/output pair, as CURE's tester writes (:func:`io_test`).
+A functional test of any other form (one that compares the function with itself, ``or True``,
+``is not None``, computed arguments) is invalid: ``ok=False``, like a test that does not parse.
 """
 
 from __future__ import annotations
@@ -43,9 +46,10 @@ STDIO_TESTER = (
     "**Explanation:**\n\nexplanation here.\n\nThis is the problem:\n{problem}{examples}")
 FUNCTIONAL_TESTER = (
     "Given the Python function below, write one unit test: a single `assert` line that calls "
-    "`{entry}` on an input and compares the result with the output a correct implementation "
-    "returns. Derive the output step by step, then put the assert line in one ```python code "
-    "block at the end, e.g.\n```python\nassert {entry}(...) == ...\n```\n\n"
+    "`{call}` on literal arguments and compares the result with `==` to the literal value a "
+    "correct implementation returns. Derive the output step by step, then put the assert line "
+    "in one ```python code block at the end, e.g.\n```python\nassert {call}(...) == ...\n```"
+    "\n\n"
     "```python\n{problem}\n```")
 
 
@@ -54,6 +58,8 @@ def _examples(task: Task) -> str:
     for t in task.examples[:3]:
         if t.kind == "stdio":
             parts.append(f"Input:\n{t.input}\nOutput:\n{t.output}")
+        elif t.code:  # a functional example (MBPP's first test): how the function is called
+            parts.append(f"```python\n{t.code.strip()}\n```")
     return ("\n\nExample:\n" + "\n\n".join(parts)) if parts else ""
 
 
@@ -65,7 +71,8 @@ def coder_messages(task: Task) -> list[dict]:
         problem = (task.starter_code or task.prompt).rstrip()
         if task.starter_code and task.prompt:
             problem = task.prompt.strip() + "\n\n" + task.starter_code.rstrip()
-        user = FUNCTIONAL_CODER.format(entry=task.entry_point or "the function", problem=problem)
+        user = FUNCTIONAL_CODER.format(entry=task.entry_point or "the function",
+                                       problem=problem) + _examples(task)
     return [{"role": "system", "content": CODER_SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -76,7 +83,10 @@ def tester_messages(task: Task) -> list[dict]:
     else:
         problem = task.prompt.rstrip() + (("\n\n" + task.starter_code.rstrip())
                                           if task.starter_code else "")
-        user = FUNCTIONAL_TESTER.format(entry=task.entry_point or "the function", problem=problem)
+        call = task.entry_point or "the function"
+        if task.entry_point and "class Solution" in (task.starter_code or ""):
+            call = f"Solution().{task.entry_point}"
+        user = FUNCTIONAL_TESTER.format(call=call, problem=problem) + _examples(task)
     return [{"role": "system", "content": TESTER_SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -205,7 +215,9 @@ def _after(text: str, marker: str) -> str | None:
 def parse_test(completion: str, task: Task) -> ParsedTest:
     """The test in a tester completion. Stdio: the fenced blocks after the last
     ``**Test Input:**`` and ``**Test Output:**``. Functional: the last ``assert`` statement in the
-    last python block (or the text) that calls the entry point."""
+    last python block (or the text) that calls the entry point, accepted only as an
+    input/output pair (:func:`io_test`); any other assert is an invalid test (``ok=False``),
+    rewarded and counted as one that could not be parsed."""
     try:
         if not isinstance(completion, str):
             raise ValueError
@@ -222,10 +234,14 @@ def parse_test(completion: str, task: Task) -> ParsedTest:
             return ParsedTest(TestCase(input=inp + "\n" if inp else "", output=out.strip()), True)
         blocks = fenced_blocks(completion)
         py = [b for lang, b in blocks if lang in ("python", "py", "python3", "")]
+        class_based = "class Solution" in (task.starter_code or "")
         for source in py[::-1] + [completion]:
             stmt = _last_assert(source, task.entry_point)
             if stmt:
-                return ParsedTest(TestCase(code=stmt), True)
+                pair = io_test(stmt, task.entry_point, class_based)
+                if pair is None:  # a test that tests nothing, or more than an input/output pair
+                    return ParsedTest(FAILED_FUNCTIONAL_TEST, False)
+                return ParsedTest(TestCase(code=pair), True)
         return ParsedTest(FAILED_FUNCTIONAL_TEST, False)
     except Exception:  # noqa: BLE001 - a parser never raises
         return ParsedTest(FAILED_STDIO_TEST if getattr(task, "kind", "") == "stdio"
@@ -251,6 +267,69 @@ def _last_assert(source: str, entry: str | None) -> str | None:
                 return stmt
             break
     return None
+
+
+def _literal(node) -> bool:
+    """Whether ``node`` is a literal value (what ``ast.literal_eval`` accepts: constants,
+    containers of literals, signed numbers, ``set()``)."""
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _entry_call(node, entry: str | None, class_based: bool) -> bool:
+    """Whether ``node`` calls the entry point the way the task does, on literal arguments:
+    ``entry(...)``, or ``Solution().entry(...)`` for a LeetCode-style task."""
+    if not isinstance(node, ast.Call) or not entry:
+        return False
+    f = node.func
+    if class_based:
+        if not (isinstance(f, ast.Attribute) and f.attr == entry
+                and isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name)
+                and f.value.func.id == "Solution" and not f.value.args
+                and not f.value.keywords):
+            return False
+    elif not (isinstance(f, ast.Name) and f.id == entry):
+        return False
+    return (all(not isinstance(a, ast.Starred) and _literal(a) for a in node.args)
+            and all(k.arg is not None and _literal(k.value) for k in node.keywords))
+
+
+def io_test(code: str, entry: str | None, class_based: bool = False,
+            probe: bool = False) -> str | None:
+    """A generated functional test as an input/output pair, or None when it is not one.
+
+    Accepted: one statement ``assert CALL == EXPECTED`` (an assert message is dropped), where
+    CALL calls the entry point as the task calls it (``entry(...)``, or ``Solution().entry(...)``
+    when ``class_based``) on literal arguments and EXPECTED is a literal; with ``probe``, also the
+    bare ``CALL`` (the form the label-free vote runs). Everything else is refused: a comparison of
+    the function with itself (``f(1) == f(1)``), ``== 99 or True``, ``f is not None``,
+    try/except, loops, rebinding the function, computed arguments or expectations. Returns the
+    accepted test's text (the call and the expectation as written)."""
+    tree = _parse(code)
+    if tree is None or len(tree.body) != 1:
+        return None
+    node = tree.body[0]
+    try:
+        if probe and isinstance(node, ast.Expr) and _entry_call(node.value, entry, class_based):
+            return ast.get_source_segment(code, node.value)
+        if not isinstance(node, ast.Assert):
+            return None
+        cmp = node.test
+        if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1
+                and isinstance(cmp.ops[0], ast.Eq)):
+            return None
+        call, expected = cmp.left, cmp.comparators[0]
+        if not _entry_call(call, entry, class_based) or not _literal(expected):
+            return None
+        a, b = ast.get_source_segment(code, call), ast.get_source_segment(code, expected)
+    except (ValueError, TypeError, RecursionError, MemoryError):
+        return None
+    if a is None or b is None:
+        return None
+    return f"assert {a} == {b}"
 
 
 def parse_failure_rate(parsed: Iterable) -> float:

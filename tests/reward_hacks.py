@@ -288,10 +288,13 @@ A += [
          "def f(x):\n    return 0.0",
          tests=["assert np.allclose(f(3), 1.5)"],
          honest="import numpy as np\ndef f(x):\n    return x / 2", entry="f"),
+    # a name the program defines is the program's in its test, as in MBPP's own harness (round
+    # two, issue 42.5): a test that means the standard object imports it (here the task's setup)
     func("ns_fake_from_import_name", "namespace and builtins",
          "Counter = lambda *a: 1\ndef f(x):\n    return []",
          tests=["assert Counter(f(0)) == Counter([1, 2, 3])"],
-         honest="from collections import Counter\ndef f(x):\n    return [3, 1, 2]", entry="f"),
+         honest="from collections import Counter\ndef f(x):\n    return [3, 1, 2]", entry="f",
+         setup="from collections import Counter"),
 ]
 
 # helpers: HumanEval/32's test calls poly() from the prompt; a program redefines it
@@ -807,6 +810,179 @@ A += [
     _bad_line("bad_input_huge_memory_limit", {"memory_limit_mb": 10 ** 30}),
 ]
 
+
+# ---- round two: tests that test nothing, evalplus, names, shown examples --------------------
+# Each goes through the step of the pipeline it attacks (the tester parser, the "+" benchmarks'
+# check, the training rewards' choice of tests, the test's namespace); on the legacy side it runs
+# as that step had it before (``extra["legacy_calls"]``): raw generated tests, the old evalplus
+# port (``fixtures/legacy_evalplus``), every gold test.
+def _r2_task(tests, examples=(), kind="functional", entry="solve"):
+    from coevo_code.tasks import Task, TestCase
+    conv = ((lambda t: TestCase(code=t)) if kind == "functional"
+            else (lambda t: TestCase(input=t["input"], output=t["output"])))
+    return Task(id="r2", source="hacks", kind=kind, prompt="p", entry_point=entry,
+                tests=[conv(t) for t in tests], examples=[conv(t) for t in examples])
+
+
+_SORT_WRONG = "def solve(xs):\n    return list(xs)"
+
+
+def tautology(name, text):
+    """A generated test that passes every program: earns when, as the tester's parser hands it
+    to the judge, it passes both a wrong and the right solution (CURE's reward then gives it 0,
+    or +1 where every solution is right). A real test of the same tester passes the right one."""
+    from coevo_code.roles import parse_test
+    task = _r2_task(SORT_TESTS)
+    real = "assert solve([4, 8, 6]) == [8, 6, 4]"
+    fence = "```python\n{}\n```".format
+    parsed = [parse_test(fence(t), task) for t in (text, real)]
+    assert parsed[1].ok
+    job = {"id": name, "kind": "functional", "entry_point": "solve", "setup": "",
+           "programs": [_SORT_WRONG, SORT_HONEST],
+           "tests": [{"code": t} for t in SORT_TESTS] + [{"code": p.test.code} for p in parsed]}
+    legacy = dict(job, tests=job["tests"][:3] + [{"code": text}, {"code": real}])
+
+    def earned(r):
+        return all(row[3] for row in r[-1][0]["passed"])
+
+    def honest(r):
+        p = r[-1][0]["passed"]
+        return all(p[1][:3]) and p[1][4] and not p[0][4]
+
+    return Attack(name, "tests that test nothing", [[job]], earned=earned, honest=honest,
+                  extra={"legacy_calls": [[legacy]]})
+
+
+A += [tautology("tautology_compares_the_function_with_itself",
+                "assert solve([3, 1, 2]) == solve([3, 1, 2])"),
+      tautology("tautology_or_true", "assert solve([3, 1, 2]) == [9, 9] or True"),
+      tautology("tautology_is_not_none", "assert solve([3, 1, 2]) is not None"),
+      tautology("tautology_function_exists", "assert solve is not None"),
+      tautology("tautology_type_only", "assert isinstance(solve([3, 1, 2]), list)"),
+      tautology("tautology_not_equal_to_nonsense", "assert solve([3, 1, 2]) != 'nonsense'"),
+      tautology("tautology_try_except", "try:\n    assert solve([3, 1, 2]) == [0]\n"
+                                         "except AssertionError:\n    pass"),
+      tautology("tautology_rebinds_the_function",
+                "assert (solve := lambda xs: [0])([3, 1, 2]) == [0]"),
+      tautology("tautology_computed_expectation",
+                "assert solve([3, 1, 2]) == sorted([3, 1, 2], reverse=True) or solve([1]) == [1]")]
+
+
+def _plus_check(name, programs, inputs, fn, special="", atol=0.0, legacy_programs=None):
+    """A "+" benchmark task as the loader builds it: the expected values of ``fn`` on ``inputs``
+    (computed here with the check's own helpers), checked by evalplus's comparison; the legacy
+    side uses the old port, with its own expected values."""
+    import copy
+    from fixtures.legacy_evalplus import CHECK_SETUP as OLD
+    from coevo_code.tasks.evalplus import CHECK_SETUP as NEW
+
+    def test(setup):
+        g = {}
+        exec(setup, g)
+        outs = []
+        for args in inputs:
+            v = fn(*copy.deepcopy(args))
+            if special == "not_none":
+                v = v is not None
+            long = g["_coevo_long"](v) and not g["_coevo_is_floats"](v)
+            outs.append(g["_coevo_digest"](v) if long and not special else repr(v))
+        return (f"_coevo_check(f, {repr(inputs)!r}, {outs!r}, {atol!r}, {special!r})")
+
+    job = {"id": name, "kind": "functional", "entry_point": "f", "setup": NEW,
+           "programs": programs, "tests": [{"code": test(NEW)}], "time_limit_s": 5.0}
+    legacy = dict(job, setup=OLD, tests=[{"code": test(OLD)}])
+    return job, legacy
+
+
+def plus_hack(name, attack, honest, inputs, fn, **kw):
+    job, legacy = _plus_check(name, [attack, honest], inputs, fn, **kw)
+    return Attack(name, "evalplus port", [[job]], extra={"legacy_calls": [[legacy]]})
+
+
+_HALF = "def f(x):\n    return x / 2"
+_MATCH = ("import re\ndef f(s):\n    return re.search(r'ab+', s)")
+_LONG_DICT = "def f(n):\n    return {str(i): i for i in range(n)}"
+A += [
+    plus_hack("evalplus_empty_list_on_a_float_task", "def f(x):\n    return []", _HALF,
+              [[3.0], [5.5], [1e-3]], lambda x: x / 2),
+    plus_hack("evalplus_right_float_in_a_list", "def f(x):\n    return [x / 2]", _HALF,
+              [[3.0], [5.5], [1e-3]], lambda x: x / 2),
+    plus_hack("evalplus_floats_in_a_tuple", "def f(x):\n    return (x / 2,) * 1", _HALF,
+              [[3.0], [7.0]], lambda x: x / 2),
+    plus_hack("evalplus_empty_list_with_the_tasks_atol", "def f(x):\n    return []", _HALF,
+              [[3.0], [5.5]], lambda x: x / 2, atol=1e-4),
+    # honest-harm: a bool answer of a "not None" task (Mbpp/737, 787, 794) and an equal long
+    # dict built in another key order must pass; the attacks beside them must not
+    plus_hack("evalplus_not_none_task_always_true", "def f(s):\n    return True",
+              "import re\ndef f(s):\n    return bool(re.search(r'ab+', s))",
+              [["xabbb"], ["xyz"], ["ab"]], lambda s: __import__("re").search(r"ab+", s),
+              special="not_none"),
+    plus_hack("evalplus_long_dict_with_one_wrong_value",
+              "def f(n):\n    d = {str(i): i for i in range(n)}\n    d['7'] = 0\n    return d",
+              "def f(n):\n    return {str(i): i for i in reversed(range(n))}",
+              [[3000]], lambda n: {str(i): i for i in range(n)}),
+]
+
+
+def _reward_job(name, task, programs, **kw):
+    """The job training rewards run: the task's reward tests (``reward_tasks``) on the judge,
+    every gold test on the legacy side."""
+    from coevo_code.training.data import reward_tasks
+    job = dict(reward_tasks([task])[0].job(programs), id=name, time_limit_s=2.0)
+    legacy = dict(task.job(programs), id=name, time_limit_s=2.0)
+    return job, legacy
+
+
+# stdio: printing the answers the statement shows
+_PRINT_EXAMPLE = ("import sys\ndata = sys.stdin.read()\n"
+                  f"print({STDIO_TESTS[0]['output'].strip()!r} if data.strip() == "
+                  f"{STDIO_TESTS[0]['input'].strip()!r} else 'ANSWER 0')")
+_job, _legacy = _reward_job("stdio_prints_the_shown_example",
+                            _r2_task(STDIO_TESTS, STDIO_TESTS[:1], kind="stdio", entry=None),
+                            [_PRINT_EXAMPLE, STDIO_HONEST])
+A.append(Attack("stdio_prints_the_shown_example", "shown examples and empty outputs", [[_job]],
+                extra={"legacy_calls": [[_legacy]]}))
+# stdio: a gold test expecting an empty output accepts a program that prints nothing
+_POS_TESTS = [{"input": "3\n4 -1 2\n", "output": "12 6\n"}, {"input": "2\n5 5\n", "output": "15 15\n"},
+              {"input": "2\n-1 -3\n", "output": "\n"}]
+_POS_HONEST = ("xs = list(map(int, open(0).read().split()[1:]))\n"
+               "print(' '.join(str(3 * x) for x in xs if x > 0))")
+for _name, _prog in (("stdio_exit0_on_an_empty_expected_output", "exit(0)"),
+                     ("stdio_prints_nothing_on_an_empty_expected_output", "pass")):
+    _job, _legacy = _reward_job(_name, _r2_task(_POS_TESTS, kind="stdio", entry=None),
+                                [_prog, _POS_HONEST])
+    A.append(Attack(_name, "shown examples and empty outputs", [[_job]],
+                    extra={"legacy_calls": [[_legacy]]}))
+
+# names: the standard library handed to the test in place of what the program defines
+A += [
+    func("stdlib_gcd_handed_out_without_an_entry_point", "namespace and builtins",
+         "def gcd(a, b):\n    return 1", tests=["assert gcd(12, 18) == 6", "assert gcd(8, 12) == 4"],
+         honest="def gcd(a, b):\n    while b:\n        a, b = b, a % b\n    return a", entry=None),
+    func("stdlib_median_as_a_second_tested_function", "namespace and builtins",
+         "def median(xs):\n    return 0\ndef spread(xs):\n    return max(xs) - min(xs)",
+         tests=["assert spread([1, 5, 3]) == 4", "assert median([1, 5, 3]) == 3"],
+         honest="def median(xs):\n    return sorted(xs)[len(xs) // 2]\n"
+                "def spread(xs):\n    return max(xs) - min(xs)", entry="spread",
+         earned=lambda r: r[-1][0]["passed"][0][1]),
+    func("stdlib_sqrt_defined_by_the_program", "namespace and builtins",
+         "def sqrt(x):\n    return 2.0", tests=["assert sqrt(9) == 3.0", "assert sqrt(16) == 4.0"],
+         honest="def sqrt(x):\n    return x ** 0.5", entry=None),
+    # honest-harm: the program's own class named like random.Random
+    func("stdlib_class_random_is_the_programs", "namespace and builtins",
+         "class Random:\n    def __init__(self, seed):\n        self.seed = seed\n"
+         "    def roll(self):\n        return 0\ndef make(seed):\n    return Random(seed)",
+         tests=["assert Random(3).roll() == 4", "assert Random(10).roll() == 11"],
+         honest="class Random:\n    def __init__(self, seed):\n        self.seed = seed\n"
+                "    def roll(self):\n        return self.seed + 1\n"
+                "def make(seed):\n    return Random(seed)", entry="make"),
+]
+for _a in A:
+    if _a.extra.get("legacy_calls"):
+        for _j in _a.calls[-1] + _a.extra["legacy_calls"][-1]:
+            _j.setdefault("time_limit_s", 2.0)
+
+
 # The judge decides a literal-only test (``assert f(literal) == literal``, a probe ``f(literal)``)
 # itself, calling the program; any other test runs in a test process. Every attack on such tests
 # runs both ways: as written, and with each test carrying an assert message (a test process).
@@ -829,6 +1005,8 @@ CLASSES = sorted({a.cls for a in A})
 
 # ---- running ------------------------------------------------------------------------------------
 def legacy_calls(attack: Attack) -> list[list[dict]]:
+    if "legacy_calls" in attack.extra:  # the attacked step as it was (round two)
+        return attack.extra["legacy_calls"]
     if "legacy_setup" not in attack.extra:
         return attack.calls
     return [[dict(j, setup=attack.extra["legacy_setup"]) for j in call] for call in attack.calls]

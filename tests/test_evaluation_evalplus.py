@@ -58,3 +58,44 @@ def test_canonical_pass_rate_is_one(tmp_path):
                                for r in recs))
     ours, res = coevo_verdicts("humanevalplus", data, samples, tmp_path / "o")
     assert res["pass@1"] == res["pass@1_base"] == 1.0 and res["tasks"] == 30
+
+
+# float answers (HumanEval/2 with its atol, Mbpp/82), a bool oracle (Mbpp/737), a dict answer
+# (Mbpp/88) and a set-equality task (Mbpp/2)
+ADVERSARIAL_CASES = [("humanevalplus", "humaneval", "humanevalplus/HumanEvalPlus.jsonl.gz",
+                      {"HumanEval/2"}),
+                     ("mbppplus", "mbpp", "mbppplus/MbppPlus.jsonl.gz",
+                      {"Mbpp/2", "Mbpp/82", "Mbpp/88", "Mbpp/737"})]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name, kind, rel, ids", ADVERSARIAL_CASES, ids=[c[0] for c in ADVERSARIAL_CASES])
+def test_adversarial_honest_valued_samples_match_evalplus(tmp_path, name, kind, rel, ids):
+    """The canonical answer in other forms (empty, wrapped in a list, a bool, reordered, a float
+    for an int, a tuple, numpy, nearly equal, from a program that mutates or returns its
+    arguments): every sample gets evalplus's own verdict; ``return []`` and a list around the
+    right float fail the float tasks, and the bool answer passes Mbpp/737."""
+    from evalplus_agreement import ADVERSARIAL, write_adversarial
+    src = SHARED_DATA / rel
+    need_data(src)
+    data = tmp_path / "data.jsonl.gz"
+    recs = subset(src, data, 0, 0, include=ids)
+    assert {r["task_id"] for r in recs} == ids
+    samples = tmp_path / "adv.jsonl"
+    order = write_adversarial(recs, kind, samples)
+    ours, _ = coevo_verdicts(name, data, samples, tmp_path / "coevo", every=True)
+    theirs = evalplus_verdicts(kind, data, samples, tmp_path / "cache", every=True)
+    seen: dict = {}
+    verdict = {}
+    for tid, k in order:
+        i = seen[tid] = seen.get(tid, -1) + 1
+        verdict[tid, k] = ours[tid][i]
+        assert ours[tid][i] == theirs[tid][i], (tid, k, ours[tid][i], theirs[tid][i])
+    assert len(verdict) == len(ids) * len(ADVERSARIAL)
+    for tid in ids & {"HumanEval/2", "Mbpp/82"}:
+        assert verdict[tid, "empty_list"] == verdict[tid, "wrapped_float"] == (False, False)
+        assert verdict[tid, "float_near"] == verdict[tid, "numpy"] == (True, True)
+    if "Mbpp/737" in ids:
+        assert verdict["Mbpp/737", "as_bool"] == (True, True)
+    if "Mbpp/88" in ids:
+        assert verdict["Mbpp/88", "reordered"] == (True, True)

@@ -81,7 +81,7 @@ def test_the_suite_counts_fifty_attacks_across_every_class():
 
 # ---- the "+" benchmarks, through `coevo eval --samples` -----------------------------------------
 _ZIP = "zip = lambda *a: iter(())\n"
-_ALLCLOSE = "import numpy.testing\nnumpy.testing.assert_allclose = lambda *a, **k: None\n"
+_ALLCLOSE = "import numpy\nnumpy.allclose = lambda *a, **k: True\n"  # what the check calls
 PLUS_HACKS = {
     "humanevalplus": ("humanevalplus/HumanEvalPlus.jsonl.gz", {
         "HumanEval/0": [_ZIP + "def has_close_elements(numbers, threshold):\n    return None"],

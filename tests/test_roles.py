@@ -73,6 +73,90 @@ def test_parse_functional_test():
     assert parse_test("assert add(2, 2) == 4", FUNC).ok  # no fence
 
 
+# tests that test nothing: each passes every program that does not raise
+TAUTOLOGIES = ["assert add(1, 2) == add(1, 2)", "assert add(1, 2) == 99 or True",
+               "assert add is not None", "assert add(1, 2) is not None",
+               "assert isinstance(add(1, 2), int)",
+               "assert add(1, 2) != 'never'", "assert (add := lambda a, b: 3)(1, 2) == 3",
+               "assert add(*[1, 2]) == add(1, 2)", "assert add(len([1]), 2) == add(1, 2)",
+               "assert add(1, 2) == add(1, 2), 'message'", "assert [add(1, 2)] == [add(1, 2)]"]
+NOT_ASSERTS = ["try:\n    add(1, 2)\nexcept Exception:\n    pass\nassert True",
+               "def add(a, b):\n    return 3\nassert True"]
+
+
+def test_generated_functional_tests_are_input_output_pairs():
+    ok = {"assert add(1, 2) == 3": "assert add(1, 2) == 3",
+          "assert add(-1, 2.5) == 1.5, 'why'": "assert add(-1, 2.5) == 1.5",
+          "assert add([1], b=[2]) == [1, 2]": "assert add([1], b=[2]) == [1, 2]",
+          "assert add((1,), ()) == (1,)": "assert add((1,), ()) == (1,)"}
+    for text, code in ok.items():
+        t = parse_test(f"```python\n{text}\n```", FUNC)
+        assert t.ok and t.test.code == code, text
+    for text in TAUTOLOGIES:
+        t = parse_test(f"Surely true:\n```python\n{text}\n```", FUNC)
+        assert not t.ok and t.test == roles.FAILED_FUNCTIONAL_TEST, text
+    for text in NOT_ASSERTS:  # the last assert is what is taken: it does not call add
+        assert not parse_test(f"```python\n{text}\n```", FUNC).ok, text
+    # a rebinding before the assert is not part of the test: only the pair is kept
+    t = parse_test("```python\nadd = lambda a, b: 3\nassert add(1, 2) == 3\n```", FUNC)
+    assert t.ok and t.test.code == "assert add(1, 2) == 3"
+    # LeetCode-style: a method of a fresh Solution()
+    lc = Task(id="lc", source="t", kind="functional", entry_point="twoSum", prompt="...",
+              starter_code="class Solution:\n    def twoSum(self, nums, target):\n",
+              tests=[TestCase(code="assert Solution().twoSum([2, 7], 9) == [0, 1]")])
+    assert parse_test("assert Solution().twoSum([2, 7], 9) == [0, 1]", lc).ok
+    assert not parse_test("assert twoSum([2, 7], 9) == [0, 1]", lc).ok
+    assert not parse_test("assert Solution(1).twoSum([2, 7], 9) == [0, 1]", lc).ok
+    assert not parse_test("s = Solution()\nassert s.twoSum([2, 7], 9) == [0, 1]", lc).ok
+    assert "Solution().twoSum" in roles.tester_messages(lc)[1]["content"]
+    # the probe form, for the label-free vote only
+    assert roles.io_test("add(1, 2)", "add", probe=True) == "add(1, 2)"
+    assert roles.io_test("add(1, 2)", "add") is None
+    assert roles.io_test("add(x, 2)", "add", probe=True) is None
+
+
+def test_a_tautology_earns_no_more_than_a_real_test(executor):
+    """A scripted batch under CURE's test reward: one right and two wrong solutions, real tests
+    (right, catching a wrong solution or not; wrong) and tautologies. A tautology is an invalid
+    test: the reward of a test that does not parse (-1), never more than a real test's; before,
+    it passed every program and earned 0 (+1 with no wrong solution) where a wrong real test
+    earned -1."""
+    from coevo_code.matrix import full_matrix, prepare
+    from coevo_code.rewards import cure_test_rewards
+    from coevo_code.training.scoring import LOWEST, RewardOptions, score_matrix
+    right = "def add(a, b):\n    return a + b"
+    wrong = ["def add(a, b):\n    return a * b if a == 2 else a + b",
+             "def add(a, b):\n    return 6"]
+    real = {"catches both": "assert add(2, 5) == 7", "catches one": "assert add(1, 2) == 3",
+            "catches none": "assert add(3, 3) == 6", "wrong": "assert add(2, 3) == 6"}
+    task = Task(id="add", source="t", kind="functional", entry_point="add", prompt="add",
+                tests=[TestCase(code=c) for c in ("assert add(1, 2) == 3", "assert add(2, 5) == 7",
+                                                  "assert add(0, 0) == 0")])
+    fence = "```python\n{}\n```".format
+    for programs in ([right] + wrong, [right, right + "\n"]):
+        texts = list(real.values()) + TAUTOLOGIES
+        batch = prepare(task, [fence(p) for p in programs], [fence(t) for t in texts])
+        assert [x.ok for x in batch.tests] == [True] * len(real) + [False] * len(TAUTOLOGIES)
+        score = score_matrix(batch, full_matrix(batch, executor.run([batch.job])[0]),
+                             RewardOptions())
+        r = dict(zip(texts, score.test_rewards))
+        assert score.test_parse_failures == len(TAUTOLOGIES)
+        assert all(r[t] == LOWEST["test"] == -1.0 for t in TAUTOLOGIES)
+        assert all(r[t] <= min(r[x] for x in real.values()) for t in TAUTOLOGIES)
+        if len(programs) == 3:
+            assert r[real["catches both"]] == 1.0 and r[real["catches one"]] == 0.5
+            assert r[real["catches none"]] == 0.0 and r[real["wrong"]] == -1.0
+        else:
+            assert r[real["catches none"]] == 1.0 and r[real["wrong"]] == -1.0
+        # the hole this closes: run as written, every tautology passes every program
+        raw = executor.run([task.job([*programs], tests=[TestCase(code=t) for t in TAUTOLOGIES
+                                                          if "\n" not in t])])[0]
+        assert all(all(row) for row in raw["passed"])
+        gold = task.job(programs)
+        correct = [all(row) for row in executor.run([gold])[0]["passed"]]
+        assert min(cure_test_rewards(raw["passed"], correct)) >= 0.0
+
+
 def test_failed_parses_fail_everything(executor):
     prog = parse_program("garbage", STDIO).code
     test = parse_test("garbage", STDIO).test

@@ -53,6 +53,15 @@ def test_mbpp_splits_setup_and_references(ex):
     assert sizes == {"prompt": 10, "test": 500, "validation": 90, "train": 374}
     assert any(t.setup for t in full)  # test_setup_code kept
     assert full[0].entry_point == "min_cost"
+    # the entry point is the function the test calls that the reference defines (912: not int)
+    by_id = {t.id: t for t in full}
+    assert by_id["912"].entry_point == "lobb_num"
+    import ast
+    import warnings
+    warnings.simplefilter("ignore", DeprecationWarning)  # invalid escapes in reference code
+    for t in full:
+        defined = {n.name for n in ast.parse(t.references[0]).body if hasattr(n, "name")}
+        assert t.entry_point in defined, (t.id, t.entry_point)
     sample = load_tasks("mbpp", path, split="prompt")
     assert check_tasks(sample, ex).passed == 10
     with pytest.raises(LoaderError, match="unknown split"):
@@ -102,6 +111,30 @@ def test_humanevalplus_special_checks(ex, tmp_path, monkeypatch):
     far = trunc.prompt + "    return number % 1.0 + 1e-3\n"
     assert all(ex.run([trunc.job([close])])[0]["passed"][0])
     assert not all(ex.run([trunc.job([far])])[0]["passed"][0])
+
+
+def test_long_expected_values_compare_by_value(ex):
+    """The digest that stands for a long expected value is equal exactly when the values are
+    ``==``: a dict or a set built in another order, a bool for an int, an int-valued float, a
+    list subclass pass; a tuple for a list, another value, fail."""
+    from coevo_code.tasks.evalplus import CHECK_SETUP
+    g: dict = {}
+    exec(CHECK_SETUP, g)
+    d = g["_coevo_digest"]
+    big = {str(i): [i, (i, "x")] for i in range(2000)}
+    assert g["_coevo_long"](big) and not g["_coevo_long"]({"a": 1})
+    assert d(big) == d(dict(reversed(list(big.items()))))
+    assert d(set(range(3000))) == d(frozenset(reversed(range(3000))))
+    assert d([True, 2.0, 10 ** 5000]) == d([1, 2, 10 ** 5000])
+    assert d([1, 2]) != d((1, 2)) and d([1, 2]) != d([2, 1]) and d({1: 2}) != d({2: 1})
+    # and so through the check, in the sandbox: equal dicts in another key order pass
+    job = {"kind": "functional", "entry_point": "f", "setup": CHECK_SETUP,
+           "programs": ["def f(n):\n    return {i: i for i in range(n)}",
+                        "def f(n):\n    return {i: i for i in reversed(range(n))}",
+                        "def f(n):\n    return {i: i + (i == 7) for i in range(n)}"],
+           "tests": [{"code": f"_coevo_check(f, '[[3000]]', [{d({i: i for i in range(3000)})!r}], "
+                              f"0.0, '')"}]}
+    assert ex.run([job])[0]["passed"] == [[True], [True], [False]]
 
 
 # ---- fixtures in the public hub schemas --------------------------------------------------------
@@ -246,3 +279,29 @@ def test_bad_file_and_offline_hub_id(tmp_path):
         load_tasks("spider")
     with pytest.raises(LoaderError, match="does not take option.*start_date"):
         load_tasks("mbpp", bad, start_date="2024-01-01")
+
+
+def test_load_report_and_reward_tests_leave_the_shown_examples_out():
+    """Training rewards judge a problem on its hidden gold tests (the shown ones too with
+    ``reward_shown_tests``), and leave out stdio tests expecting an empty output where others
+    remain; the load report counts problems tested only on what they show, and empty outputs."""
+    from coevo_code.tasks import Task, TaskSet, TestCase
+    from coevo_code.training.data import reward_tasks
+    ex1, ex2 = TestCase(input="1\n", output="2\n"), TestCase(input="5\n", output="10")
+    hidden, empty = TestCase(input="7\n", output="14\n"), TestCase(input="0\n", output=" \n")
+    tasks = [Task(id="a", source="t", kind="stdio", prompt="p", tests=[ex1, hidden, ex2, empty],
+                  examples=[TestCase(input="1", output="2"), ex2]),
+             Task(id="b", source="t", kind="stdio", prompt="p", tests=[ex1], examples=[ex1]),
+             Task(id="c", source="t", kind="stdio", prompt="p", tests=[empty]),
+             Task(id="d", source="t", kind="functional", prompt="p", entry_point="f",
+                  tests=[TestCase(code="assert f(1) == 2"), TestCase(code="assert f(2) == 4")],
+                  examples=[TestCase(code="assert f(1) == 2")])]
+    a, b, c, d = reward_tasks(tasks)
+    assert a.tests == [hidden] and a.examples == tasks[0].examples
+    assert b.tests == [ex1] and c.tests == [empty]  # nothing else to judge them by
+    assert d.tests == [TestCase(code="assert f(2) == 4")]
+    assert reward_tasks(tasks, include_shown=True)[0].tests == [ex1, hidden, ex2]
+    assert reward_tasks(tasks)[1] is tasks[1]
+    summary = TaskSet("x", "here", tasks).summary()
+    assert "1 tested only on the examples their statement shows (e.g. b)" in summary
+    assert "2 tests expect an empty output (e.g. problem a)" in summary

@@ -500,8 +500,10 @@ class Handle:
 
 _MODULE_ALIASES = {("np", "numpy"), ("pd", "pandas"), ("plt", "matplotlib.pyplot"),
                    ("nx", "networkx"), ("sp", "scipy")}
-# Names a program brings in with ``from M import N`` and tests then use unqualified: bound to the
-# standard library's own object, never to the program's, whatever the program defined under them.
+# Names a program brings in with ``from M import N`` and tests then use unqualified (MBPP's
+# ``Counter``, ``sqrt``): where the program's object under such a name is the standard library's
+# own (it says so), the test gets the standard object itself; a name the program defines (its own
+# ``gcd``, ``median``, ``class Random``) stays the program's.
 _STDLIB_FROM = ("math", "collections", "itertools", "functools", "heapq", "bisect", "operator",
                 "statistics", "string", "re", "fractions", "decimal", "copy", "random", "typing",
                 "cmath", "datetime")
@@ -543,6 +545,33 @@ def prepare():
     _stdlib_names()
 
 
+def _stdlib_binding(name, desc, link):
+    """What the test gets under ``name``, a standard export that is no module's name, for the
+    program's ``desc``: the standard object where the program's object is that object (its repr,
+    or else its ``__module__`` and ``__qualname__``, are the standard one's: what a
+    ``from M import N`` leaves), else the program's own (decoded, or a handle). A program that
+    claims a standard name for an object of its own gets the standard object in its test, which
+    is what importing it would have given: nothing more."""
+    mod, attr = _stdlib_names()[name]
+    real = getattr(mod, attr)
+    if desc[0] == "C" and type(desc[1]) is tuple and len(desc[1]) == 3 and desc[1][0] == "H":
+        try:
+            same = desc[1][2] == repr(real)
+        except Exception:  # noqa: BLE001
+            same = False
+        if not same and type(desc[1][1]) is int:
+            mine = getattr(real, "__module__", None), getattr(real, "__qualname__", None)
+            if mine[0] is not None and mine[0] != "__main__":
+                try:
+                    same = (link.ask(("getattr", desc[1][1], "__module__")) == mine[0]
+                            and link.ask(("getattr", desc[1][1], "__qualname__")) == mine[1])
+                except Exception:  # noqa: BLE001 - the program's answer: not the standard one
+                    same = False
+        if same:
+            return real
+    return decode(desc[1], link.handle)
+
+
 def binds_program_object(name, entry_point):
     """Whether a test process binds the program's own object under ``name`` (the rules of
     ``_bind_program``): the entry point always; else not a builtin's, a module's or a common
@@ -560,7 +589,8 @@ def _bind_program(g, link, entry_point):
     program's reaches the test's code; a module's name (the standard ones, ``np``, ``pd``...) is
     bound to nothing but that module (a program's ``class math`` or ``class np`` does not become
     the test's); and a name the common standard modules export (``Counter``, ``sqrt``,
-    ``permutations``), where the program has one, is bound to the standard library's own."""
+    ``permutations``) is the standard library's own where the program imported it, the
+    program's where it defined it (``_stdlib_binding``)."""
     ns = link.ask(("ns",))
     if type(ns) is not dict:
         raise ProgramGone("PROTOCOL")
@@ -579,9 +609,8 @@ def _bind_program(g, link, entry_point):
                 if mod == name or mod.rsplit(".", 1)[-1] == name or (name, mod) in _MODULE_ALIASES:
                     g[name] = importlib.import_module(mod if mod != "posixpath" else "os.path")
             elif name != entry_point and (name in modules or name in stdlib):
-                if kind in ("C", "V") and name in stdlib and name not in modules:
-                    mod, attr = stdlib[name]
-                    g[name] = getattr(mod, attr)  # the program has it: the real one, here
+                if kind in ("C", "V") and len(desc) == 2 and name not in modules:
+                    g[name] = _stdlib_binding(name, desc, link)
             elif kind in ("C", "V") and len(desc) == 2:
                 g[name] = decode(desc[1], link.handle)
         except (ImportError, CodecError, RecursionError, ValueError, TypeError):

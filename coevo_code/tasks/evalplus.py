@@ -2,13 +2,17 @@
 
 The expected output of each input is what the canonical solution returns on it: computed once,
 through the executor, and cached on disk (keyed by the data file's hash). Outputs are compared as
-evalplus compares them (``evalplus/eval/__init__.py``, v0.3.1): exact equality, or, where the
-expected value is made of floats (or ``atol`` is set), ``numpy.testing.assert_allclose`` with
-``rtol=1e-7`` and ``atol`` (1e-6 by default for floats); HumanEval/32 (``find_zero``) checks that
-the polynomial vanishes at the answer; evalplus's set-equality MBPP+ tasks compare as sets. MBPP+
+evalplus 0.3.1 compares them (``evalplus/eval/__init__.py::unsafe_execute``), input by input:
+``out == exp``, evalplus's special oracles (MBPP+'s set-equality and "not None" tasks with their
+bool branch, Mbpp/164, /295, /558, /581; HumanEval/32 checks that the polynomial vanishes at the
+answer), then, where the answer is not equal and a tolerance applies (the task's ``atol``, or
+1e-6 from the first expected value made of floats on), the same type, the same length for lists
+and tuples, and ``numpy.allclose(rtol=1e-7, atol)``. Expected values whose repr would pass 4 KB
+(and are not floats) are kept as a digest that is equal exactly when the values are ``==``
+(numbers by value, dicts and sets in any order): they are compared for equality only. MBPP+
 inputs get back the tuples, sets and complex numbers JSON lost (evalplus's
 ``mbpp_deserialize_inputs``). Not replicated: evalplus's per-input time limits (derived from the
-canonical solution's speed) and its special oracles for a few MBPP+ tasks; see ``docs/CORE.md``.
+canonical solution's speed); see ``docs/CORE.md``.
 
 Inputs are grouped into tests of up to ``chunk`` inputs (a test passes when every input in it
 does), base inputs apart from plus inputs, so that HumanEval+'s 124,000 inputs make ~2,800 cells
@@ -37,8 +41,10 @@ MBPP_NOT_NONE = {"check_str", "text_match_three", "text_starta_endb"}
 # evalplus: each input may take gt_time_limit_factor (4) x the canonical solution's time
 TIME_FACTOR, MIN_TIME_S = 4.0, 5.0
 
-# Runs in the sandbox, as the task's setup: evalplus's comparison.
-CHECK_SETUP = r'''
+# Runs in the sandbox, as the task's setup: evalplus's comparison
+# (evalplus/eval/__init__.py::unsafe_execute and is_floats, evalplus/eval/_special_oracle.py,
+# v0.3.1, Apache-2.0), input by input in the same order, with the same sticky float tolerance.
+CHECK_SETUP = r"""
 import sys as _sys, copy as _copy, math as _math
 if hasattr(_sys, "set_int_max_str_digits"):
     _sys.set_int_max_str_digits(0)  # HumanEval/83 and /139 build integers past 4300 digits
@@ -48,39 +54,79 @@ def _coevo_is_floats(x):
         return True
     if isinstance(x, (list, tuple)) and x:
         return all(isinstance(i, float) for i in x)
-    return type(x).__module__ == "numpy" and getattr(x, "dtype", None) is not None and x.dtype.kind == "f"
+    if type(x).__name__ == "ndarray" and type(x).__module__ == "numpy":
+        return str(x.dtype) in ("float64", "float32")
+    return False
 
 def _coevo_poly(xs, x):
-    return sum(c * _math.pow(x, i) for i, c in enumerate(xs))
+    return sum([c * _math.pow(x, i) for i, c in enumerate(xs)])
+
+def _coevo_surface_area(base_edge, height):
+    slant_height = _math.sqrt((base_edge / 2) ** 2 + height ** 2)
+    return round(base_edge ** 2 + 4 * (base_edge * slant_height) / 2)
+
+def _coevo_digit_distance(num1, num2):
+    a, b = str(num1), str(num2)
+    n = max(len(a), len(b))
+    return sum(abs(int(x) - int(y)) for x, y in zip(a.zfill(n), b.zfill(n)))
 
 def _coevo_feed(h, v):
+    # a digest that is equal for values that are == (1 == 1.0 == True, dicts and sets in any
+    # order, a list and its subclasses), linear in the value's size (repr of a huge int is not)
     t = type(v)
-    if t is int:
-        h.update(b"i" + v.to_bytes(v.bit_length() // 8 + 1, "little", signed=True))
+    if t.__module__ == "numpy" and getattr(v, "ndim", None) == 0 and hasattr(v, "item"):
+        return _coevo_feed(h, v.item())  # numpy scalars are == to Python's
+    if t is float and v == v and abs(v) != float("inf") and v.is_integer():
+        v, t = int(v), int
+    elif t is complex and v.imag == 0:
+        return _coevo_feed(h, v.real)
+    if t is bool or t is int:
+        h.update(b"i" + int(v).to_bytes(int(v).bit_length() // 8 + 1, "little", signed=True))
     elif t is str:
         h.update(b"s%d:" % len(v) + v.encode("utf-8", "surrogatepass"))
-    elif t is list or t is tuple:
-        h.update((b"l%d:" if t is list else b"t%d:") % len(v))
+    elif t is bytes or t is bytearray:
+        h.update(b"b%d:" % len(v) + bytes(v))
+    elif v is None:
+        h.update(b"N")
+    elif isinstance(v, (list, tuple)):
+        h.update((b"l%d:" if isinstance(v, list) else b"t%d:") % len(v))
         for x in v:
             _coevo_feed(h, x)
+    elif isinstance(v, (dict, set, frozenset)):
+        pairs = v.items() if isinstance(v, dict) else ((x,) for x in v)
+        parts = sorted(b"".join(_coevo_digest(x, raw=True) for x in p) for p in pairs)
+        h.update((b"d%d:" if isinstance(v, dict) else b"S%d:") % len(parts) + b"".join(parts))
     else:
-        h.update(b"r" + repr(v).encode("utf-8", "surrogatepass"))
+        h.update(b"r" + type(v).__qualname__.encode() + b":"
+                 + repr(v).encode("utf-8", "surrogatepass"))
 
-def _coevo_digest(value):
-    """A typed digest, linear in the value's size (repr of a huge int is quadratic)."""
+def _coevo_digest(value, raw=False):
     import hashlib
     h = hashlib.sha256()
     _coevo_feed(h, value)
-    return "#sha256:" + h.hexdigest()
+    return h.digest() if raw else "#sha256:" + h.hexdigest()
 
-def _coevo_long(v):
-    t = type(v)
-    if t is int:
-        return v.bit_length() > 13600  # more than ~4096 digits
-    if t is str:
-        return len(v) > 4096
-    if t is list or t is tuple:
-        return len(v) > 256 or any(_coevo_long(x) for x in v[:256])
+def _coevo_long(v, budget=4096):
+    # whether repr(v) would be longer than ``budget`` characters, found without building it
+    stack, size = [v], 0
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is int:
+            size += x.bit_length() * 0.30103 + 2
+        elif t is str or t is bytes:
+            size += len(x) + 3
+        elif t in (list, tuple, set, frozenset):
+            size += 2 * len(x) + 2
+            stack.extend(x)
+        elif t is dict:
+            size += 4 * len(x) + 2
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        else:
+            size += 24
+        if size > budget:
+            return True
     return False
 
 def _coevo_ns():
@@ -89,7 +135,8 @@ def _coevo_ns():
             "OrderedDict": collections.OrderedDict, "deque": collections.deque}
 
 def _coevo_expected(fn, args_src, special):
-    """repr of the value on each input (None where it raised); a digest for long non-floats."""
+    # per input: None where the canonical solution raised, else [the value's repr (a digest
+    # for long values that are not floats), whether evalplus's is_floats holds for it]
     _ns = _coevo_ns()
     out = []
     for args in eval(args_src, _ns):
@@ -100,39 +147,52 @@ def _coevo_expected(fn, args_src, special):
             continue
         if special == "not_none":
             v = v is not None
-        if not special and not _coevo_is_floats(v) and _coevo_long(v):
-            out.append(_coevo_digest(v))
+        floats = _coevo_is_floats(v)
+        if not special and not floats and _coevo_long(v):
+            out.append([_coevo_digest(v), False])
         else:
-            out.append(repr(v))
+            out.append([repr(v), floats])
     return out
 
 def _coevo_check(fn, args_src, expected_src, atol, special):
+    # evalplus's unsafe_execute, one input after another; ``atol`` is its value when the
+    # first of these inputs comes (evalplus sets it to 1e-6 for good at the first float answer)
     _ns = _coevo_ns()
-    inputs = eval(args_src, _ns)
-    for args, e in zip(inputs, expected_src):
-        out = fn(*_copy.deepcopy(args))
-        if e.startswith("#sha256:"):  # a long exact value, kept as its typed digest
-            assert _coevo_digest(out) == e
-            continue
-        exp = eval(e, _ns)
-        if special == "not_none":
-            assert (out is not None) == exp
-            continue
+    for inp, e in zip(eval(args_src, _ns), expected_src):
+        out = fn(*inp)
+        digest = e.startswith("#sha256:")
+        exp = None if digest else eval(e, _ns)
+        exact_match = (_coevo_digest(out) == e) if digest else (out == exp)
+        if special == "always":  # Mbpp/164
+            exact_match = exact_match or True
+        elif special == "sum_div":  # Mbpp/295
+            exact_match = exact_match or out == 0
+        elif special == "surface_area":  # Mbpp/581
+            exact_match = exact_match or abs(out - _coevo_surface_area(*inp)) <= atol
+        elif special == "digit_distance":  # Mbpp/558
+            exact_match = exact_match or out == _coevo_digit_distance(*inp)
+        elif special == "set_eq":
+            exact_match = set(out) == set(exp)
+        elif special == "not_none":
+            if isinstance(out, bool):
+                exact_match = out == exp
+            else:
+                exact_match = exp == (out is not None)
         if special == "find_zero":
-            assert abs(_coevo_poly(*args, out)) <= max(atol, 1e-6)
+            assert abs(_coevo_poly(*inp, out)) <= max(atol, 1e-6)
             continue
-        if special == "set_eq":
-            out, exp = set(out), set(exp)
-        exact = out == exp
-        tol = 1e-6 if atol == 0 and _coevo_is_floats(exp) else atol
-        if not exact and tol != 0:
+        if atol == 0 and _coevo_is_floats(exp):
+            atol = 1e-6
+        if not exact_match and atol != 0:
+            assert not digest  # long exact values: equality only
+            assert type(out) == type(exp)
+            if isinstance(exp, (list, tuple)):
+                assert len(out) == len(exp)
             import numpy
-            assert not isinstance(out, bool)
-            numpy.testing.assert_allclose(out, exp, rtol=1e-07, atol=tol)
+            assert numpy.allclose(out, exp, rtol=1e-07, atol=atol)
         else:
-            assert exact
-'''
-
+            assert exact_match
+"""
 
 
 def mbpp_deserialize_inputs(task_id: str, inputs: list) -> list:
@@ -175,9 +235,16 @@ def mbpp_deserialize_inputs(task_id: str, inputs: list) -> list:
     return inputs
 
 
+# evalplus/eval/__init__.py: the MBPP+ special oracles, by entry point
+MBPP_ORACLES = {"are_equivalent": "always", "sum_div": "sum_div", "surface_Area": "surface_area",
+                "digit_distance_nums": "digit_distance"}
+
+
 def _special(name: str, entry: str) -> str:
     if name == "humanevalplus" and entry == "find_zero":
         return "find_zero"
+    if name == "mbppplus" and entry in MBPP_ORACLES:
+        return MBPP_ORACLES[entry]
     if name == "mbppplus" and entry in MBPP_SET_EQ:
         return "set_eq"
     if name == "mbppplus" and entry in MBPP_NOT_NONE:
@@ -194,10 +261,11 @@ def _program(name: str, r: dict) -> str:
 
 
 def _expected_outputs(name, records, inputs_of, origin_hash, executor=None, chunk=50):
-    """task_id -> {"outputs": repr of each expected value (a digest for long ones; None where
-    the canonical solution raised or timed out), "seconds": its slowest group}, cached on disk.
+    """task_id -> {"outputs": [repr, is_floats] of each expected value (a digest for long ones
+    that are not floats; None where the canonical solution raised or timed out), "seconds": its
+    slowest group}, cached on disk.
     Delete the cache file to recompute."""
-    cache = cache_dir() / f"{name}-{origin_hash}-v3.json"  # v3: values cross as exact types
+    cache = cache_dir() / f"{name}-{origin_hash}-v4.json"  # v4: [repr, is_floats], == digests
     have = {}
     if cache.is_file():
         try:
@@ -291,14 +359,18 @@ def _load_plus(name: str, source, executor=None, chunk: int | None = 50, limit: 
         atol = float(r.get("atol") or 0)
         tests, skipped, base_tests = [], 0, 0
         size = chunk or max(1, len(ins))
-        for lo, hi in ((0, n_base), (n_base, len(ins))):
+        for lo, hi in ((0, n_base), (n_base, len(ins))):  # evalplus checks each list apart
             keep = [(i, o) for i, o in zip(ins[lo:hi], outs[lo:hi]) if o is not None]
             skipped += (hi - lo) - len(keep)
             for a in range(0, len(keep), size):
                 part = keep[a:a + size]
+                # evalplus's atol when this part's first input comes: 1e-6 for good once an
+                # earlier expected value of the list was made of floats
+                sticky = atol if atol != 0 or special == "find_zero" or not any(
+                    o[1] for _, o in keep[:a]) else 1e-6
                 tests.append(TestCase(code=(
                     f"_coevo_check({entry}, {repr([i for i, _ in part])!r}, "
-                    f"{[o for _, o in part]!r}, {atol!r}, {special!r})")))
+                    f"{[o[0] for _, o in part]!r}, {sticky!r}, {special!r})")))
             if lo == 0:
                 base_tests = len(tests)
         prefix = r["prompt"] if name == "humanevalplus" else ""

@@ -155,6 +155,31 @@ MBPP_SPLITS = {"prompt": (1, 10), "test": (11, 510), "validation": (511, 600), "
 _CALL = re.compile(r"assert\s+(?:not\s+)?\(?\s*(?:set\(|math\.isclose\(|abs\()?\s*([A-Za-z_]\w*)\s*\(")
 
 
+def mbpp_entry_point(test: str, code: str) -> str | None:
+    """The function an MBPP test calls: the first name the test calls that the reference
+    solution defines at top level (task 912's ``assert int(lobb_num(5, 3)) == 35`` calls
+    ``lobb_num``, not ``int``); else the first call the test's text shows (``_CALL``)."""
+    import ast
+    import warnings
+    try:
+        with warnings.catch_warnings():  # invalid escape sequences in old reference code
+            warnings.simplefilter("ignore")
+            defined = {n.name for n in ast.parse(code).body
+                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+            tree = ast.parse(test)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        defined, tree = set(), None
+    if tree is not None:
+        # source order: the outermost call comes first in the text, so take the earliest
+        calls = sorted((n.lineno, n.col_offset, n.func.id) for n in ast.walk(tree)
+                       if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                       and n.func.id in defined)
+        if calls:
+            return calls[0][2]
+    m = _CALL.search(test)
+    return m.group(1) if m else None
+
+
 def load_mbpp(source=None, split: str | None = None) -> TaskSet:
     """MBPP (full, 974): ``test_list`` and ``challenge_test_list`` as functional tests, with
     ``test_setup_code``; ``split`` by task id (prompt 1-10, test 11-510, validation 511-600,
@@ -170,12 +195,12 @@ def load_mbpp(source=None, split: str | None = None) -> TaskSet:
         if not lo <= int(tid) <= hi:
             continue
         tests = list(_need(r, "test_list", k, name)) + list(r.get("challenge_test_list") or [])
-        m = _CALL.search(tests[0]) if tests else None
+        entry = mbpp_entry_point(tests[0] if tests else "", _need(r, "code", k, name))
         tasks.append(Task(id=str(tid), source=name, kind="functional",
                           prompt=_need(r, "text", k, name),
                           tests=[TestCase(code=c) for c in tests],
                           examples=[TestCase(code=c) for c in tests[:1]],
-                          entry_point=m.group(1) if m else None,
+                          entry_point=entry,
                           setup=r.get("test_setup_code") or "",
                           references=[_need(r, "code", k, name)], time_limit_s=10.0))
     return TaskSet(name if split is None else f"{name}/{split}", origin, tasks)

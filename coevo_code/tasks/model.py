@@ -88,6 +88,26 @@ class Task:
         return job
 
 
+def _key(t: TestCase) -> tuple:
+    """A test's identity for "is this one of the examples": its code, or its input and its
+    output's tokens (what the stdio rule compares)."""
+    if t.code is not None:
+        return ("code", t.code.strip())
+    return ("io", (t.input or "").strip(), " ".join((t.output or "").split()))
+
+
+def shown_tests(task: Task) -> list[bool]:
+    """Which gold tests of ``task`` are examples its statement shows."""
+    shown = {_key(e) for e in task.examples}
+    return [_key(t) in shown for t in task.tests]
+
+
+def empty_output(t: TestCase) -> bool:
+    """A stdio test whose expected output is empty (whitespace only): any program that prints
+    nothing and exits 0 passes it."""
+    return t.code is None and not (t.output or "").strip()
+
+
 def seeded_sample(items: list, limit: int | None, seed: int = 0) -> list:
     """``limit`` items drawn without replacement with ``seed``, in their original order (all of
     them when ``limit`` is None or not smaller)."""
@@ -117,6 +137,14 @@ class TaskSet:
         skipped = sum(t.metadata.get("skipped_inputs", 0) for t in self.tasks)
         if skipped:
             extra += f", {skipped} inputs skipped (the canonical solution failed on them)"
+        only_shown = sum(bool(t.tests) and all(shown_tests(t)) for t in self.tasks)
+        if only_shown:
+            extra += (f", {only_shown} tested only on the examples their statement shows "
+                      f"(e.g. {next(t.id for t in self.tasks if t.tests and all(shown_tests(t)))})")
+        empty = sum(empty_output(x) for t in self.tasks for x in t.tests)
+        if empty:
+            extra += (f", {empty} tests expect an empty output (e.g. problem "
+                      f"{next(t.id for t in self.tasks if any(map(empty_output, t.tests)))})")
         return (f"{self.name}: {len(self.tasks)} problems, {self.n_tests} gold tests "
                 f"({'/'.join(kinds) or 'none'}{extra}) from {self.origin}")
 

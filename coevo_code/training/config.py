@@ -73,6 +73,10 @@ class CoevoConfig(GRPOConfig):
             accurate tests) or ``answers`` (the labeller's pseudo-correct answer on the input of
             every generated test of the problem, both agents' tests; ``coevo_code.labels``).
         max_gold_tests: gold tests used per problem (CURE: at most 8).
+        reward_shown_tests: reward on the examples the statement shows as well; by default a
+            problem with hidden gold tests is rewarded on those only (a program that prints the
+            shown answers earns nothing), and stdio tests expecting an empty output are left out
+            where others remain (``training/data.py::reward_tasks``).
         code_all_passed: code reward 1/0 for passing all gold tests instead of the share passed.
         post_stage: CURE's post-stage test reward (a test counts a wrong solution's catch only if
             it catches every wrong solution).
@@ -157,6 +161,8 @@ class CoevoConfig(GRPOConfig):
     label_source: str = _lock("gold", "where the correct set comes from",
                               choices=list(LABEL_SOURCES))
     max_gold_tests: int = _f(8, "gold tests used per problem (CURE: 8)")
+    reward_shown_tests: bool = _f(False, "reward on the examples a statement shows too (default: "
+                                         "on the hidden gold tests, where a problem has any)")
     code_all_passed: bool = _f(False, "code reward: 1 if every gold test passes (else the share)")
     post_stage: bool = _f(False, "CURE's post-stage test reward")
     length_shaping: bool = _f(False, "CURE's length shaping for long chain-of-thought models")

@@ -18,7 +18,26 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from ..roles import CODE, TEST, coder_messages, tester_messages
-from ..tasks.model import Task
+from ..tasks.model import Task, empty_output, shown_tests
+
+
+def reward_tasks(tasks: list[Task], include_shown: bool = False) -> list[Task]:
+    """The problems as training rewards judge them. A problem with gold tests beyond the
+    examples its statement shows is rewarded on those hidden tests (``include_shown``: on every
+    gold test), so that a program printing the shown answers earns nothing; a stdio test whose
+    expected output is empty is left out where the problem has other tests, so that ``exit(0)``
+    earns nothing either. A problem whose only tests are shown (or empty) keeps them all: the
+    load report (``TaskSet.summary``) counts such problems. Prompts and examples are unchanged."""
+    out = []
+    for task in tasks:
+        keep = list(task.tests)
+        if not include_shown:
+            hidden = [t for t, s in zip(keep, shown_tests(task)) if not s]
+            keep = hidden or keep
+        nonempty = [t for t in keep if not empty_output(t)]
+        keep = nonempty or keep
+        out.append(task if len(keep) == len(task.tests) else dataclasses.replace(task, tests=keep))
+    return out
 
 
 def row_index(problem: int, role: str, shown: bool) -> int:

@@ -213,7 +213,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     import torch
     from trl import get_peft_config
 
-    from .data import Curriculum, paired_rows
+    from .data import Curriculum, paired_rows, reward_tasks
     from ..generation.tiny import is_tiny, save_tiny
     from .sharding import Sharding
     from .step import CoevoStep, Lockstep
@@ -285,7 +285,8 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
                if eval_tasks else None)
     k = config.num_generations
     step = CoevoStep(
-        {"train": tasks, "eval": eval_tasks}, reward_options(config),
+        {"train": reward_tasks(tasks, config.reward_shown_tests), "eval": eval_tasks},
+        reward_options(config),
         executor_options={"backend": config.exec_backend, "address": config.exec_address,
                           "slots": config.exec_slots, "launcher": config.exec_launcher,
                           "allow_unsafe": config.exec_allow_unsafe},
