@@ -213,6 +213,8 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
                 "queue_requests": dispatcher.queued_requests,
                 "queue_cells": dispatcher.queued_cells,
                 "rewards": rewards is not None, "tester": opts.tester is not None,
+                "tester_problems": len(rewards.tester.tests) if rewards and rewards.tester else 0,
+                "tester_generated": rewards.generated if rewards else 0,
                 "uptime_s": round(time.time() - state["started"], 1)}
 
     async def metrics_page(request: Request):

@@ -126,6 +126,11 @@ class Dispatcher:
             raise TooLarge(f"the request has {cells} cells; this server takes at most "
                            f"{self.limits.cells_per_request} per request")
         req.cells = cells
+        # small requests in smaller pieces, so that a slow row (a loop times every test) spreads
+        # over the slots, as the executor does with a small batch
+        want = 4 * len(self.executors)
+        size = self.piece_tests if cells >= want * self.piece_tests else max(
+            1, min(self.piece_tests, -(-cells // want)))
         pieces = []
         for j, job in enumerate(req.states):
             if job is None:
@@ -142,8 +147,8 @@ class Dispatcher:
             outputs = [[""] * t for _ in range(n)] if job.return_outputs else None
             req.states[j] = (job, outcomes, outputs, copies)
             for prog, p in first.items():
-                for a in range(0, t, self.piece_tests):
-                    b = min(t, a + self.piece_tests)
+                for a in range(0, t, size):
+                    b = min(t, a + size)
                     pieces.append((j, p, a, b))
         with self._cv:
             if self._stop:
