@@ -307,26 +307,39 @@ def test_limits_clamps_and_queue():
         assert 'coevo_serve_errors_total{kind="too_large"} 2.0' in text
 
 
-def test_tester_as_reward_model(local):
-    """--tester tiny: the tester writes tests once per problem, rewards are TesterReward's."""
-    from coevo_code.generation.engines import Sampling, TransformersEngine
-    k, tokens = 2, 64
+def test_tester_as_reward_model(local, tmp_path):
+    """--tester tiny: tests are written once per problem (the model for one problem, the cache
+    file for another), each completion is judged against them, and the rewards are those of
+    TesterReward in-process on the same tests."""
+    from coevo_code.roles import TEST
+    k = 2
+    tasks = list(load_tasks("bundled"))
+    seeded, fresh = tasks[0], tasks[14]   # stdio/sum-two: its tests in the cache already
+    cache = tmp_path / "tester_tests.jsonl"
+    tests = ["**Test Input:**\n```\n1 2\n```\n**Test Output:**\n```\n3\n```",
+             "**Test Input:**\n```\n-4 10\n```\n**Test Output:**\n```\n6\n```"]
+    cache.write_text(json.dumps({"task_id": seeded.id, "role": TEST, "completions": tests})
+                     + "\n")
     with ServeProcess(["--slots", "1", "--problems", "bundled", "--tester", "tiny",
-                       "--k-tests", str(k), "--max-tokens", str(tokens), "--seed", "3"]) as s:
-        tasks = list(load_tasks("bundled"))
-        pick = [tasks[0], tasks[14]]
-        comps = [t.references[0] for t in pick] + ["print(1)", "def f(): pass"]
-        ids = [t.id for t in pick] * 2
+                       "--k-tests", str(k), "--max-tokens", "48", "--seed", "3",
+                       "--tester-cache", str(cache)]) as s:
+        comps = [seeded.references[0], "print(3)", "print(int(input()) - 1)",
+                 fresh.references[0], "def add(a, b):\n    return a"]
+        ids = [seeded.id] * 3 + [fresh.id] * 2
         d1 = httpx.post(s.url + "/reward", json={"completions": comps, "labels": ids},
                         timeout=300).json()
-        engine = TransformersEngine("tiny", Sampling(max_tokens=tokens, seed=3))
-        want = TesterReward(tasks, engine, k_tests=k, executor=local)(
+        assert d1["rewards"][:3] == [1.0, 0.5, 0.0]   # judged on the tester's two tests
+        h = httpx.get(s.url + "/health").json()
+        assert h["tester"] is True and h["tester_problems"] == 2
+        assert h["tester_generated"] == 1             # the model wrote the other problem's
+        written = [json.loads(x) for x in cache.read_text().splitlines()]
+        assert [w["task_id"] for w in written] == [seeded.id, fresh.id]
+        assert len(written[1]["completions"]) == k
+        want = TesterReward(tasks, None, k_tests=k, executor=local, cache_path=cache)(
             completions=comps, task_id=ids)
         assert d1["rewards"] == [0.0 if w is None else float(w) for w in want]
         assert d1["extra_logs"]["no_signal"] == [w is None for w in want]
-        h = httpx.get(s.url + "/health").json()
-        assert h["tester"] is True and h["tester_problems"] == 2
-        # the same problems again: no new generation, the same rewards
+        # the same problems again: nothing generated, the same rewards
         d2 = httpx.post(s.url + "/reward", json={"completions": comps, "labels": ids}).json()
         assert d2["rewards"] == d1["rewards"]
-        assert httpx.get(s.url + "/health").json()["tester_generated"] == 2
+        assert httpx.get(s.url + "/health").json()["tester_generated"] == 1

@@ -117,7 +117,7 @@ class Rewards:
         self.gold = TesterReward.from_gold(every, max_tests=max_tests)
         self.tester = None
         self._gen_lock = threading.Lock()
-        self.generated = 0  # problems whose tests the tester wrote (or its cache file held)
+        self.generated = 0  # problems whose tests the tester model wrote (not from its cache)
         if engine is not None:
             self.tester = TesterReward(every, engine=engine, k_tests=k_tests,
                                        cache_path=cache_path)
@@ -227,7 +227,9 @@ class Rewards:
         if self.tester is not None:
             with self._gen_lock:              # one engine: one generation at a time
                 self.tester.tasks.update({t.id: t for t in tasks})
-                self.generated += len({t.id for t in tasks} - set(self.tester.tests))
+                cache, k = self.tester.cache, self.tester.k_tests
+                self.generated += sum(1 for tid in {t.id for t in tasks} - set(self.tester.tests)
+                                      if cache is None or cache.get(tid, "test", k) is None)
                 self.tester.tests_for([t.id for t in tasks])
             reward.tests = self.tester.tests
         return reward(completions=texts, task_id=[t.id for t in tasks])

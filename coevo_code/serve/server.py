@@ -69,6 +69,33 @@ def make_executors(backend: str, address: str | None, slots: int | None, **optio
     return out
 
 
+def _server_class():
+    import contextlib
+    import signal
+    import threading
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, whose SIGINT/SIGTERM handling (stop accepting, finish what is in
+        flight, run the shutdown) ends with exit status 0 instead of raising the signal again."""
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            sigs = (signal.SIGINT, signal.SIGTERM)
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in sigs}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return Server
+
+
 def serve(sock: socket.socket, executors: list, limits: Limits, options, rewards=None,
           grace_s: float = 30.0, announce: Callable[[str], None] | None = None,
           batch_cells: int | None = None) -> None:
@@ -77,6 +104,7 @@ def serve(sock: socket.socket, executors: list, limits: Limits, options, rewards
     import uvicorn
 
     from .app import create_app
+    _Server = _server_class()
 
     ray = options.backend == "ray"
     dispatcher = Dispatcher(executors, limits, batch_cells=batch_cells or (512 if ray else 16))
@@ -90,7 +118,7 @@ def serve(sock: socket.socket, executors: list, limits: Limits, options, rewards
     config = uvicorn.Config(app, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=grace_s, lifespan="on",
                             limit_concurrency=None, timeout_keep_alive=30)
-    server = uvicorn.Server(config)
+    server = _Server(config)
     host, port = sock.getsockname()[:2]
     if announce:
         announce(f"coevo serve: listening on http://{host}:{port} ({options.backend}, "
