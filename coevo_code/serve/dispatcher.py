@@ -93,6 +93,7 @@ class Dispatcher:
         self._cv = threading.Condition()
         self._ring: collections.deque[_Request] = collections.deque()  # requests with pieces
         self.queued_cells = 0
+        self.waiting_cells = 0  # cells of pieces not yet taken by a worker
         self.queued_requests = 0
         self.inflight_pieces = 0
         self.cancelled_cells = 0
@@ -164,6 +165,7 @@ class Dispatcher:
                 self._finish(req)
                 return req.future
             self.queued_cells += cells
+            self.waiting_cells += sum(b - a for _, _, a, b in pieces)
             self.queued_requests += 1
             self._ring.append(req)
             self._live[id(req.future)] = req
@@ -182,6 +184,7 @@ class Dispatcher:
                 return 0
             req.cancelled = True
             dropped = sum(b - a for _, _, a, b in req.pieces)
+            self.waiting_cells -= dropped
             req.left -= len(req.pieces)
             req.pieces.clear()
             if req in self._ring:
@@ -197,11 +200,14 @@ class Dispatcher:
     def _take(self) -> list:
         """Up to batch_cells cells of pieces, one from each waiting request in turn."""
         batch, cells = [], 0
-        while self._ring and cells < self.batch_cells:
+        # no more than a fair share of what waits, so that the other workers get some of it
+        cap = min(self.batch_cells, max(1, -(-self.waiting_cells // len(self.executors))))
+        while self._ring and cells < cap:
             req = self._ring.popleft()
             j, p, a, b = req.pieces.popleft()
             batch.append((req, j, p, a, b))
             cells += b - a
+            self.waiting_cells -= b - a
             if req.t_first is None:
                 req.t_first = time.monotonic()
             if req.pieces:
