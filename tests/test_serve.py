@@ -343,3 +343,46 @@ def test_tester_as_reward_model(local, tmp_path):
         d2 = httpx.post(s.url + "/reward", json={"completions": comps, "labels": ids}).json()
         assert d2["rewards"] == d1["rewards"]
         assert httpx.get(s.url + "/health").json()["tester_generated"] == 1
+
+
+def _verl_sandbox_fusion():
+    """veRL's own SandboxFusion reward helper (``verl/utils/reward_score/sandbox_fusion``),
+    loaded from its files: ``import verl`` pulls veRL's DataProto (ray, tensordict) in, the helper
+    itself needs only requests. Found through an installed veRL (located without importing it)
+    or ``COEVO_VERL_DIR`` (a veRL source tree's ``verl`` folder)."""
+    import importlib.util
+    root = os.environ.get("COEVO_VERL_DIR")
+    if not root:
+        try:
+            spec = importlib.util.find_spec("verl")
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        root = list(spec.submodule_search_locations)[0]
+    pkg = Path(root) / "utils" / "reward_score" / "sandbox_fusion"
+    if not (pkg / "__init__.py").is_file():
+        return None
+    spec = importlib.util.spec_from_file_location(
+        "verl_sandbox_fusion", pkg / "__init__.py", submodule_search_locations=[str(pkg)])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["verl_sandbox_fusion"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_verl_sandbox_fusion_reward_helper(server):
+    verl = _verl_sandbox_fusion()
+    if verl is None:
+        pytest.skip("veRL is not installed (and COEVO_VERL_DIR is not set)")
+    cases = json.dumps({"inputs": ["1 2\n", "5 5\n", "-3 3\n"], "outputs": ["3\n", "10\n", "0\n"]})
+    url = server.url + "/run_code"
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    half = "```python\na, b = map(int, input().split())\nprint(a + b if a > 0 else 1)\n```"
+    loop = "```python\nwhile True:\n    pass\n```"
+    score, meta = verl.compute_score(url, None, 512, right, cases, continuous=True, timeout=2)
+    assert score == 1.0 and [m["status"] for m in meta] == ["success"] * 3
+    score, meta = verl.compute_score(url, None, 512, half, cases, continuous=True, timeout=2)
+    assert score == pytest.approx(2 / 3) and meta[2]["status"] == "wrong_answer"
+    score, meta = verl.compute_score(url, None, 512, loop, cases, continuous=True, timeout=1)
+    assert score == 0.0 and meta[0]["status"] == "timeout"
