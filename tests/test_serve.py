@@ -111,6 +111,13 @@ def test_sandbox_fusion_client_runs_python(server):
     r = run(code="def f(:\n  pass")
     assert r.status == RunStatus.Failed and "SyntaxError" in r.run_result.stderr
 
+    # nothing of one request is visible to the next: its files are gone
+    r = run(code="open('left.txt', 'w').write('secret')\ntry:\n    open('/tmp/left.txt', 'w')"
+                 ".write('s')\nexcept OSError:\n    pass")
+    assert r.status == RunStatus.Success
+    r = run(code="import os\nprint(sorted(os.listdir('.')), os.path.exists('/tmp/left.txt'))")
+    assert r.run_result.stdout == "[] False\n", r.run_result
+
     # the sandbox still holds: no network, no host secrets
     r = run(code="import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)")
     assert r.status == RunStatus.Failed and r.run_result.return_code != 0
@@ -215,7 +222,8 @@ def test_malformed_requests_get_4xx_and_do_not_disturb_others(server):
     t = threading.Thread(target=lambda: out.update(
         r=httpx.post(server.url + "/execute", json=[job], timeout=60)))
     t.start()
-    for body in (b"{", b"[1, 2", b"\xff\xfe", b"42", b'{"jobs": {"a": 1}}'):
+    for body in (b"{", b"[1, 2", b"\xff\xfe", b"42", b'{"jobs": {"a": 1}}',
+                 b"[" * 100_000 + b"]" * 100_000):
         r = httpx.post(server.url + "/execute", content=body)
         assert r.status_code == 400 and "\n" not in r.json()["error"], (body, r.text)
     assert httpx.get(server.url + "/execute").status_code == 405

@@ -105,6 +105,8 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
         except (ValueError, UnicodeDecodeError) as e:
             raise HTTPError(400, f"the body is not valid JSON ({str(e).splitlines()[0]})",
                             "malformed") from None
+        except RecursionError:
+            raise HTTPError(400, "the body nests too deeply", "malformed") from None
 
     async def until_disconnect(request: Request) -> None:
         while True:
