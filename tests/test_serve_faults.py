@@ -124,3 +124,33 @@ def test_graceful_shutdown_answers_in_flight_and_refuses_new():
         assert not gone  # every judge ended with the server
     finally:
         s.stop()
+
+
+def test_a_large_request_does_not_starve_a_small_one(server):
+    big = {"id": "big", "programs": [f"import time\ntime.sleep(0.05)\nprint({i})"
+                                     for i in range(30)],
+           "tests": [{"input": "", "output": "0"}] * 8}  # 240 cells, ~6 s on two slots
+    out = {}
+
+    def send_big():
+        try:
+            out["big"] = httpx.post(server.url + "/execute", json=[big], timeout=3)
+        except httpx.ReadTimeout:
+            out["big"] = "gone"  # the client leaves: the rest is dropped
+
+    t = threading.Thread(target=send_big)
+    t.start()
+    deadline = time.monotonic() + 10
+    while _metric(server.url, "coevo_serve_inflight_pieces") == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    small = [{"id": "small", "programs": ["print(int(input()) * 2)"],
+              "tests": [{"input": "21\n", "output": "42\n"}]}]
+    r = httpx.post(server.url + "/execute", json=small, timeout=30)
+    assert "big" not in out  # answered while the large one still runs
+    assert r.json()["results"][0]["passed"] == [[True]]
+    t.join()
+    deadline = time.monotonic() + 20
+    while httpx.get(server.url + "/health").json()["queue_requests"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)

@@ -151,6 +151,9 @@ class Dispatcher:
                 for a in range(0, t, size):
                     b = min(t, a + size)
                     pieces.append((j, p, a, b))
+        if not pieces:  # nothing to run (malformed jobs, no tests): answered at once
+            self._finish(req)
+            return req.future
         with self._cv:
             if self._stop:
                 raise QueueFull("the server is shutting down", retry_after=5)
@@ -161,9 +164,6 @@ class Dispatcher:
                                 retry_after=self._retry_after())
             req.pieces.extend(pieces)
             req.left = len(pieces)
-            if req.left == 0:
-                self._finish(req)
-                return req.future
             self.queued_cells += cells
             self.waiting_cells += sum(b - a for _, _, a, b in pieces)
             self.queued_requests += 1
