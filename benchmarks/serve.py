@@ -1,13 +1,13 @@
 """``coevo serve`` against the in-process executor, measured in the same run, and its load test.
 
     python benchmarks/serve.py bench [--slots 2] [--repeats 3]
-    python benchmarks/serve.py load [--requests 10000] [--concurrency 64] [--slots 2]
+    python benchmarks/serve.py load [--requests 10000] [--concurrency 64] [--slots 2] [--kill-every S]
 
 ``bench``: a server (``coevo serve --slots N``, a child process on 127.0.0.1) and an in-process
 ``Executor(slots=N)`` (the baseline) run the same cells, one after the other, repeat after repeat:
 
 - throughput: 2,048 quick stdio cells (program ``k`` doubles its input, 64 jobs of 4 programs x
-  8 tests), in-process as one ``run`` and over HTTP from 8 clients, one job a request; cells/s
+  8 tests, every program text distinct), in-process as one ``run`` and over HTTP from 8 clients, one job a request; cells/s
   each (median over repeats) and their ratio;
 - latency at 1, 8 and 64 concurrent clients, small requests (one job, 2 programs x 3 tests = 6
   cells) and large ones (one job, 16 programs x 16 tests = 256 cells): p50 and p99 of the time
@@ -16,7 +16,7 @@
 
 ``load``: the load test of ``coevo_code.serve.loadtest`` (valid, hostile, SandboxFusion and
 malformed requests; every answer checked) against a fresh server, with the server's RSS after a
-warm-up of 500 requests and at the end.
+warm-up of 500 requests and at the end; ``--kill-every S`` kills a judge every S seconds.
 
 Prints a Markdown table and the figures as JSON. The machine is shared: read ratios and medians.
 """
@@ -42,7 +42,9 @@ from coevo_code.serve.process import ServeProcess  # noqa: E402
 def job(i: int, programs: int, tests: int, rng: random.Random) -> dict:
     ks = [rng.randint(1, 3) for _ in range(programs)]
     xs = [rng.randint(-99, 99) for _ in range(tests)]
-    return {"id": f"j{i}", "programs": [f"print(int(input()) * {k})" for k in ks],
+    # every program text distinct (a comment): the executor runs copies of a text only once
+    return {"id": f"j{i}", "programs": [f"print(int(input()) * {k})  # {i}.{p}"
+                                        for p, k in enumerate(ks)],
             "tests": [{"input": f"{x}\n", "output": f"{2 * x}\n"} for x in xs]}
 
 
@@ -144,9 +146,22 @@ def load(args) -> dict:
             while not stop["flag"]:
                 samples.append(proc.memory_info().rss)
                 time.sleep(2)
+        kills = []
+
+        def killer():  # a judge killed every --kill-every seconds, mid-run
+            import os
+            import signal
+            while not stop["flag"]:
+                time.sleep(args.kill_every)
+                pids = srv.judges()
+                if pids and not stop["flag"]:
+                    os.kill(pids[len(kills) % len(pids)], signal.SIGKILL)
+                    kills.append(pids[len(kills) % len(pids)])
         import threading
         th = threading.Thread(target=sample, daemon=True)
         th.start()
+        if args.kill_every:
+            threading.Thread(target=killer, daemon=True).start()
         fig = run_load(srv.url, requests=args.requests, concurrency=args.concurrency, seed=2,
                        deadline_s=args.deadline)
         stop["flag"] = True
@@ -154,7 +169,7 @@ def load(args) -> dict:
         rss_after = proc.memory_info().rss
         import httpx
         metrics = httpx.get(srv.url + "/metrics").text
-    fig.update(warmup=warm["answered"], warmup_lost=warm["lost"], rss_start_mib=rss_start / 2**20,
+    fig.update(judges_killed=len(kills), warmup=warm["answered"], warmup_lost=warm["lost"], rss_start_mib=rss_start / 2**20,
                rss_before_mib=rss_before / 2**20, rss_after_mib=rss_after / 2**20,
                rss_max_mib=max(samples or [rss_after]) / 2**20)
     errors = {line.split("{")[1].split("}")[0]: float(line.split()[-1])
@@ -167,7 +182,7 @@ def load(args) -> dict:
     print(f"| {fig['sent']} | {fig['concurrency']} | {fig['answered']} | {fig['lost']} | "
           f"{fig['wrong']} | {kinds} | {fig['rss_before_mib']:.1f} MiB | "
           f"{fig['rss_after_mib']:.1f} MiB | {fig['rss_max_mib']:.1f} MiB | {fig['seconds']} s |")
-    print(f"server-side errors by kind: {errors}")
+    print(f"server-side errors by kind: {errors}; judges killed mid-run: {len(kills)}")
     return fig
 
 
@@ -183,6 +198,8 @@ def main() -> int:
     lo.add_argument("--warmup", type=int, default=500)
     lo.add_argument("--slots", type=int, default=2)
     lo.add_argument("--deadline", type=float, default=3600.0)
+    lo.add_argument("--kill-every", type=float, default=0.0,
+                    help="kill one judge (slot server) every S seconds during the run")
     args = p.parse_args()
     figs = bench(args) if args.cmd == "bench" else load(args)
     print(json.dumps(figs, indent=1, default=float))

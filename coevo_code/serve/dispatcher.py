@@ -127,10 +127,11 @@ class Dispatcher:
             raise TooLarge(f"the request has {cells} cells; this server takes at most "
                            f"{self.limits.cells_per_request} per request")
         req.cells = cells
-        # small requests in smaller pieces, so that a slow row (a loop times every test) spreads
-        # over the slots, as the executor does with a small batch
+        # on an idle server, small requests in smaller pieces, so that a slow row (a loop times
+        # every test) spreads over the slots, as the executor does with a small batch; with work
+        # waiting, whole pieces (each piece is one executor unit, and a unit costs a round trip)
         want = 4 * len(self.executors)
-        size = self.piece_tests if cells >= want * self.piece_tests else max(
+        size = self.piece_tests if cells + self.waiting_cells >= want * self.piece_tests else max(
             1, min(self.piece_tests, -(-cells // want)))
         pieces = []
         for j, job in enumerate(req.states):
