@@ -172,6 +172,13 @@ def test_openrlhf_rewards_equal_tester_reward_in_process(server, local):
     # OpenRLHF's serve_rm path answers the same
     r2 = httpx.post(server.url + "/get_reward", json=_openrlhf_payload(items), timeout=120)
     assert r2.json()["rewards"] == got["rewards"]
+    # and so do one-sample requests sent all at once, as OpenRLHF's agents send them
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(16) as pool:
+        singles = list(pool.map(lambda it: httpx.post(
+            server.url + "/reward", json=_openrlhf_payload([it]), timeout=120).json()["rewards"],
+            items))
+    assert [x for one in singles for x in one] == got["rewards"]
     assert byid  # the labels named real problems
 
 
@@ -394,3 +401,20 @@ def test_verl_sandbox_fusion_reward_helper(server):
     assert score == pytest.approx(2 / 3) and meta[2]["status"] == "wrong_answer"
     score, meta = verl.compute_score(url, None, 512, loop, cases, continuous=True, timeout=1)
     assert score == 0.0 and meta[0]["status"] == "timeout"
+
+
+def test_ray_backend_gives_the_same_matrices(local):
+    """--backend ray (a local Ray instance on 127.0.0.1): one RayExecutor behind the dispatcher,
+    the same matrices as the local executor."""
+    pytest.importorskip("ray")
+    jobs = [json.loads(x) for x in (REPO / "coevo_code" / "examples" / "jobs.jsonl").read_text(
+        ).splitlines() if x.strip()]
+    for job in jobs:
+        job["time_limit_s"] = 0.25
+    with ServeProcess(["--backend", "ray", "--slots", "2"], start_timeout=240) as s:
+        assert httpx.get(s.url + "/health").json()["backend"] == "ray"
+        r = httpx.post(s.url + "/execute", json=jobs, timeout=120)
+        assert _strip(r.json()["results"]) == _strip(local.run(jobs))
+        r = run_code(RunCodeRequest(language="python", code="print(input() * 2)", stdin="ab"),
+                     endpoint=s.url, max_attempts=1)
+        assert r.run_result.stdout == "abab\n"

@@ -14,6 +14,7 @@ cancels what of its request has not started. Errors are JSON ``{"error": "one li
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import hmac
@@ -85,6 +86,11 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
     metrics = _Metrics(dispatcher)
     dispatcher.on_cells = metrics.cells.inc
     state = {"closing": False, "started": time.time()}
+    # reward requests run TesterReward, which blocks on its cells: one thread each while they
+    # wait (asyncio's default pool has cores + 4 threads, too few for OpenRLHF's one-sample
+    # requests); the queue bounds how many can wait
+    reward_pool = concurrent.futures.ThreadPoolExecutor(max_workers=256,
+                                                        thread_name_prefix="coevo-reward")
 
     async def read_json(request: Request) -> Any:
         size = request.headers.get("content-length")
@@ -189,7 +195,8 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
             raise HTTPError(503, "the server is shutting down", "shutting_down",
                             {"Retry-After": "5"})
         runner = _Runner(dispatcher)
-        task = asyncio.ensure_future(asyncio.to_thread(rewards.score, texts, tasks, runner))
+        task = asyncio.get_running_loop().run_in_executor(reward_pool, rewards.score, texts,
+                                                           tasks, runner)
         gone = asyncio.ensure_future(until_disconnect(request))
         try:
             done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -263,6 +270,7 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
         yield
         state["closing"] = True
         await asyncio.to_thread(dispatcher.wait_idle, 60)
+        reward_pool.shutdown(wait=False)
         if on_shutdown is not None:
             await asyncio.to_thread(on_shutdown)
 
