@@ -160,7 +160,8 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
                             "malformed")
         if not isinstance(jobs, list):
             raise HTTPError(400, "'jobs' must be a list", "malformed")
-        fut = submit(jobs)
+        # validating many jobs takes a while: off the event loop, which serves the others
+        fut = await asyncio.to_thread(submit, jobs) if len(jobs) > 16 else submit(jobs)
         results = await wait(request, fut, lambda: dispatcher.cancel(fut))
         return {"results": results}
 
