@@ -5,6 +5,7 @@ with the memory figures is ``python benchmarks/serve.py load``."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -154,3 +155,14 @@ def test_a_large_request_does_not_starve_a_small_one(server):
     while httpx.get(server.url + "/health").json()["queue_requests"]:
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def test_rewards_without_loaded_problems_take_the_problem_from_the_label(server):
+    label = {"kind": "stdio", "tests": [{"input": "2\n", "output": "4\n"},
+                                        {"input": "0\n", "output": "0\n"}]}
+    d = httpx.post(server.url + "/reward", json={
+        "completions": ["```python\nprint(int(input()) * 2)\n```", "print(4)"],
+        "labels": [label, json.dumps(label)]}).json()
+    assert d["rewards"] == [1.0, 0.5]
+    r = httpx.post(server.url + "/reward", json={"completions": ["x"], "labels": ["HumanEval/0"]})
+    assert r.status_code == 400 and "(loaded: none)" in r.json()["error"]

@@ -67,9 +67,6 @@ class ServeCommand(Command):
                 raise CLIError(f"--{flag.replace('_', '-')} must be >= 1")
         if args.max_tests is not None and args.max_tests < 1:
             raise CLIError("--max-tests must be >= 1")
-        if args.tester and not args.problems:
-            raise CLIError("--tester writes tests for known problems: give --problems too (or "
-                           "send problems in the labels and load at least one benchmark)")
         try:
             check_exposure(args.host, args.token)
             sock = bind(args.host, args.port)
@@ -104,8 +101,8 @@ class ServeCommand(Command):
 
     @staticmethod
     def _rewards(args, executor):
-        if not args.problems:
-            return None
+        """The reward service: on the loaded benchmarks' problems, and on problems that requests
+        give in their labels (so it exists even with no --problems)."""
         from ..generation.engines import EngineError, Sampling, make_engine
         from ..serve.rewards import Rewards
         from ..tasks import LoaderError, load_tasks
