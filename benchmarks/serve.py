@@ -7,12 +7,13 @@
 ``Executor(slots=N)`` (the baseline) run the same cells, one after the other, repeat after repeat:
 
 - throughput: 2,048 quick stdio cells (program ``k`` doubles its input, 64 jobs of 4 programs x
-  8 tests, every program text distinct), in-process as one ``run`` and over HTTP from 8 clients, one job a request; cells/s
-  each (median over repeats) and their ratio;
+  8 tests, every program text distinct), in-process as one ``run`` and over HTTP from 8
+  clients, one job a request; cells/s each (median over repeats) and their ratio;
 - latency at 1, 8 and 64 concurrent clients, small requests (one job, 2 programs x 3 tests = 6
   cells) and large ones (one job, 16 programs x 16 tests = 256 cells): p50 and p99 of the time
   from sending a request to its answer, and the cells/s the server kept up; the in-process
-  baseline is the time of one ``run`` of the same request with nothing else running.
+  baseline is the time of one ``run`` of the same request with nothing else running, measured
+  interleaved (one in-process run, one HTTP request from one client, 12 times), with the ratio.
 
 ``load``: the load test of ``coevo_code.serve.loadtest`` (valid, hostile, SandboxFusion and
 malformed requests; every answer checked) against a fresh server, with the server's RSS after a
@@ -98,12 +99,22 @@ def bench(args) -> dict:
             print(f"repeat {rep}: in-process {figs['throughput']['in_process'][-1]:.0f} cells/s,"
                   f" HTTP {figs['throughput']['http'][-1]:.0f} cells/s", file=sys.stderr)
         for size, (n, t) in shapes.items():
-            base = []
-            for i in range(5):
+            # the baseline, interleaved with the same requests over HTTP from one client: one
+            # in-process run, one HTTP request, and so on (the machine's load drifts)
+            base, one_http = [], []
+            for i in range(12):
                 one = [job(i, n, t, rng)]
                 t0 = time.perf_counter()
                 ex.run(one)
                 base.append(time.perf_counter() - t0)
+                _, lat, _ = asyncio.run(_http(srv.url, [one], 1))
+                one_http.append(lat[0])
+            figs["latency"][f"{size}/paired"] = {
+                "in_process_p50_s": statistics.median(base),
+                "http_p50_s": statistics.median(one_http),
+                "ratio": statistics.median(one_http) / statistics.median(base)}
+            print(f"{size}, paired with in-process: HTTP {statistics.median(one_http) * 1000:.0f}"
+                  f" ms, in-process {statistics.median(base) * 1000:.0f} ms", file=sys.stderr)
             for clients in (1, 8, 64):
                 count = max(2 * clients, 40 if size == "small" else 16)
                 reqs = [[job(i, n, t, rng)] for i in range(count)]
@@ -125,9 +136,18 @@ def bench(args) -> dict:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for key, f in figs["latency"].items():
         size, clients = key.split("/")
+        if clients == "paired":
+            continue
         print(f"| {size} ({f['cells']} cells) | {clients} | {f['requests']} | "
               f"{f['p50_s'] * 1000:.0f} ms | {f['p99_s'] * 1000:.0f} ms | "
               f"{f['cells_per_s']:.0f} | {f['in_process_one_s'] * 1000:.0f} ms |")
+    print("\n| request | one client, interleaved with the in-process run: HTTP p50 | in-process "
+          "p50 | ratio |")
+    print("| --- | --- | --- | --- |")
+    for size in shapes:
+        f = figs["latency"][f"{size}/paired"]
+        print(f"| {size} | {f['http_p50_s'] * 1000:.0f} ms | {f['in_process_p50_s'] * 1000:.0f} ms"
+              f" | {f['ratio']:.2f} |")
     return figs
 
 
