@@ -1,7 +1,8 @@
 """``coevo serve`` against the in-process executor, measured in the same run, and its load test.
 
     python benchmarks/serve.py bench [--slots 2] [--repeats 3]
-    python benchmarks/serve.py load [--requests 10000] [--concurrency 64] [--slots 2] [--kill-every S]
+    python benchmarks/serve.py load [--requests 10000] [--concurrency 64] [--slots 2]
+                                    [--kill-every S]
 
 ``bench``: a server (``coevo serve --slots N``, a child process on 127.0.0.1) and an in-process
 ``Executor(slots=N)`` (the baseline) run the same cells, one after the other, repeat after repeat:
@@ -189,7 +190,8 @@ def load(args) -> dict:
         rss_after = proc.memory_info().rss
         import httpx
         metrics = httpx.get(srv.url + "/metrics").text
-    fig.update(judges_killed=len(kills), warmup=warm["answered"], warmup_lost=warm["lost"], rss_start_mib=rss_start / 2**20,
+    fig.update(judges_killed=len(kills), warmup=warm["answered"], warmup_lost=warm["lost"],
+               rss_start_mib=rss_start / 2**20,
                rss_before_mib=rss_before / 2**20, rss_after_mib=rss_after / 2**20,
                rss_max_mib=max(samples or [rss_after]) / 2**20)
     errors = {line.split("{")[1].split("}")[0]: float(line.split()[-1])

@@ -31,7 +31,8 @@ from typing import Any, Sequence
 from ..tasks.model import LoaderError, Task, TestCase
 from ..training.tester_reward import TesterReward
 
-END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>", "<｜end▁of▁sentence｜>")
+END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>",
+             "<｜end▁of▁sentence｜>")
 
 
 class RewardError(ValueError):
