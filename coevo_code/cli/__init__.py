@@ -17,12 +17,13 @@ from .evaluate import EvalCommand, RankCommand
 from .execute import DoctorCommand, ExecuteCommand
 from .image import BuildImageCommand
 from .report import ReportCommand
+from .serve import ServeCommand
 from .tasks import TasksCommand
 from .train import TrainCommand
 
 COMMANDS: tuple[Command, ...] = (ExecuteCommand(), DoctorCommand(), TasksCommand(), EvalCommand(),
                                  RankCommand(), TrainCommand(), BuildImageCommand(),
-                                 ReportCommand())
+                                 ReportCommand(), ServeCommand())
 
 __all__ = ["COMMANDS", "CLIError", "Command", "build_parser", "main"]
 

@@ -1,0 +1,11 @@
+"""``coevo serve``: the judge and a trained tester over HTTP (``docs/SERVICE.md``).
+
+:mod:`.dispatcher` feeds many requests' cells into shared executors, round-robin;
+:mod:`.sandboxfusion` and :mod:`.rewards` translate SandboxFusion's ``/run_code`` and OpenRLHF's
+remote reward model; :mod:`.app` is the Starlette application; :mod:`.server` assembles and runs
+it under uvicorn.
+"""
+
+from .dispatcher import Dispatcher, Limits, QueueFull, TooLarge
+
+__all__ = ["Dispatcher", "Limits", "QueueFull", "TooLarge"]

@@ -1,0 +1,305 @@
+"""One shared executor for many requests: every request's cells cut into small pieces and fed,
+round-robin across requests, to the executor's slots.
+
+A request's jobs are validated with the executor's own :func:`~coevo_code.execution.parse_job`
+(a malformed job gets the same ``{"id", "error"}`` as in ``coevo execute`` and costs nothing),
+their limits clamped to the server's maxima, and each distinct program is cut into pieces of up
+to ``piece_tests`` tests (one executor unit). Workers, one per executor, each take the next few
+pieces (one from each waiting request in turn, so a large request never starves small ones)
+and run them with the executor's public ``run``; the pieces' outcomes are written back into
+their request's matrix, and the request's future resolves when its last piece is in. A
+cancelled request (its client went away) drops its pieces not yet started.
+
+Local backend: ``slots`` executors of one slot each, so that no worker waits on another's slow
+piece; Ray backend: one executor (one per cluster), fed larger batches.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import threading
+import time
+from typing import Any, Callable
+
+from ..execution import Job, JobError, parse_job
+
+OK = "ok"
+
+
+class QueueFull(Exception):
+    """The server's queue is full: the client should retry after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class TooLarge(ValueError):
+    """A request above the server's per-request maxima."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The server's maxima; a job asking for more gets them (clamped), never an error."""
+
+    time_limit_s: float = 10.0
+    wall_limit_s: float = 30.0
+    memory_limit_mb: int = 2048
+    output_limit_mb: float = 16.0
+    cells_per_request: int = 100_000
+    queue_cells: int = 1_000_000
+    queue_requests: int = 1024
+
+    def clamp(self, job: Job) -> Job:
+        t = min(job.time_limit_s, self.time_limit_s)
+        return dataclasses.replace(
+            job, time_limit_s=t, wall_limit_s=min(job.wall_limit_s, self.wall_limit_s),
+            memory_limit_mb=min(job.memory_limit_mb, self.memory_limit_mb),
+            output_limit_mb=min(job.output_limit_mb, self.output_limit_mb))
+
+
+class _Request:
+    __slots__ = ("future", "results", "states", "pieces", "left", "cells", "cancelled",
+                 "t0", "t_first", "started")
+
+    def __init__(self):
+        self.future: concurrent.futures.Future = concurrent.futures.Future()
+        self.results: list[dict | None] = []
+        self.states: list = []          # per job: (job, outcomes, outputs, copies) or None
+        self.pieces: collections.deque = collections.deque()
+        self.left = 0                    # pieces not yet written back
+        self.cells = 0
+        self.cancelled = False
+        self.t0 = time.monotonic()
+        self.t_first: float | None = None
+        self.started = 0
+
+
+class Dispatcher:
+    """Feeds many requests' jobs into shared executors. ``executors`` must stay open while the
+    dispatcher runs; :meth:`close` stops the workers (it does not close the executors)."""
+
+    def __init__(self, executors: list, limits: Limits = Limits(), piece_tests: int = 8,
+                 batch_cells: int = 16, on_cells: Callable[[int], None] | None = None):
+        if not executors:
+            raise ValueError("a dispatcher needs at least one executor")
+        self.executors = executors
+        self.limits = limits
+        self.piece_tests = max(1, piece_tests)
+        self.batch_cells = max(1, batch_cells)
+        self.on_cells = on_cells
+        self._cv = threading.Condition()
+        self._ring: collections.deque[_Request] = collections.deque()  # requests with pieces
+        self.queued_cells = 0
+        self.waiting_cells = 0  # cells of pieces not yet taken by a worker
+        self.queued_requests = 0
+        self.inflight_pieces = 0
+        self.cancelled_cells = 0
+        self._stop = False
+        self._live: dict[int, _Request] = {}  # id(future) -> request, while queued or running
+        self._workers = [threading.Thread(target=self._work, args=(ex,), daemon=True,
+                                          name=f"coevo-serve-worker-{i}")
+                         for i, ex in enumerate(executors)]
+        for w in self._workers:
+            w.start()
+
+    # ---- submitting ------------------------------------------------------------------------------
+    def submit(self, jobs: list[Any]) -> concurrent.futures.Future:
+        """A future of one result per job, in order (``docs/EXECUTION.md``'s results). Raises
+        :class:`TooLarge` or :class:`QueueFull` before anything is queued."""
+        req = _Request()
+        cells = 0
+        for raw in jobs:
+            jid = raw.get("id") if isinstance(raw, dict) else None
+            try:
+                job = self.limits.clamp(parse_job(raw))
+            except JobError as e:
+                req.results.append({"id": jid, "error": str(e)})
+                req.states.append(None)
+                continue
+            n, t = job.shape
+            cells += n * t
+            req.results.append(None)
+            req.states.append(job)
+        if cells > self.limits.cells_per_request:
+            raise TooLarge(f"the request has {cells} cells; this server takes at most "
+                           f"{self.limits.cells_per_request} per request")
+        req.cells = cells
+        # on an idle server, small requests in smaller pieces, so that a slow row (a loop times
+        # every test) spreads over the slots, as the executor does with a small batch; with work
+        # waiting, whole pieces (each piece is one executor unit, and a unit costs a round trip)
+        want = 4 * len(self.executors)
+        size = self.piece_tests if cells + self.waiting_cells >= want * self.piece_tests else max(
+            1, min(self.piece_tests, -(-cells // want)))
+        pieces = []
+        for j, job in enumerate(req.states):
+            if job is None:
+                continue
+            n, t = job.shape
+            first: dict[str, int] = {}
+            copies = {}
+            for p, prog in enumerate(job.programs):
+                if prog in first:
+                    copies[p] = first[prog]
+                else:
+                    first[prog] = p
+            outcomes = [[None] * t for _ in range(n)]
+            outputs = [[""] * t for _ in range(n)] if job.return_outputs else None
+            req.states[j] = (job, outcomes, outputs, copies)
+            for prog, p in first.items():
+                for a in range(0, t, size):
+                    b = min(t, a + size)
+                    pieces.append((j, p, a, b))
+        if not pieces:  # nothing to run (malformed jobs, no tests): answered at once
+            self._finish(req)
+            return req.future
+        with self._cv:
+            if self._stop:
+                raise QueueFull("the server is shutting down", retry_after=5)
+            if self.queued_requests >= self.limits.queue_requests or (
+                    self.queued_cells and self.queued_cells + cells > self.limits.queue_cells):
+                raise QueueFull(f"the queue is full ({self.queued_requests} requests, "
+                                f"{self.queued_cells} cells waiting)",
+                                retry_after=self._retry_after())
+            req.pieces.extend(pieces)
+            req.left = len(pieces)
+            self.queued_cells += cells
+            self.waiting_cells += sum(b - a for _, _, a, b in pieces)
+            self.queued_requests += 1
+            self._ring.append(req)
+            self._live[id(req.future)] = req
+            self._cv.notify_all()
+        return req.future
+
+    def _retry_after(self) -> int:
+        return max(1, min(60, int(self.queued_cells / max(1, 100 * len(self.executors))) + 1))
+
+    def cancel(self, future: concurrent.futures.Future) -> int:
+        """Drop the pieces of the request behind ``future`` not yet started (its client went
+        away); the pieces running finish and are discarded. The cells dropped."""
+        with self._cv:
+            req = self._live.get(id(future))
+            if req is None or req.future is not future:
+                return 0
+            req.cancelled = True
+            dropped = sum(b - a for _, _, a, b in req.pieces)
+            self.waiting_cells -= dropped
+            req.left -= len(req.pieces)
+            req.pieces.clear()
+            if req in self._ring:
+                self._ring.remove(req)
+            self.cancelled_cells += dropped
+            if req.left == 0:
+                self._release(req)
+            if not future.done():
+                future.cancel()
+            return dropped
+
+    # ---- the workers -----------------------------------------------------------------------------
+    def _take(self) -> list:
+        """Up to batch_cells cells of pieces, one from each waiting request in turn."""
+        batch, cells = [], 0
+        # no more than a fair share of what waits, so that the other workers get some of it
+        cap = min(self.batch_cells, max(1, -(-self.waiting_cells // len(self.executors))))
+        while self._ring and cells < cap:
+            req = self._ring.popleft()
+            j, p, a, b = req.pieces.popleft()
+            batch.append((req, j, p, a, b))
+            cells += b - a
+            self.waiting_cells -= b - a
+            if req.t_first is None:
+                req.t_first = time.monotonic()
+            if req.pieces:
+                self._ring.append(req)
+        self.inflight_pieces += len(batch)
+        return batch
+
+    def _work(self, executor) -> None:
+        while True:
+            with self._cv:
+                while not self._ring and not self._stop:
+                    self._cv.wait()
+                if self._stop and not self._ring:
+                    return
+                batch = self._take()
+            jobs = []
+            for req, j, p, a, b in batch:
+                job = req.states[j][0]
+                jobs.append(dataclasses.replace(job, id=None, programs=[job.programs[p]],
+                                                tests=job.tests[a:b]))
+            try:
+                results = executor.run(jobs)
+            except Exception as e:  # noqa: BLE001 - an executor gone: every piece a sandbox error
+                results = [{"error": f"executor failed: {e}"} for _ in jobs]
+            done = []
+            with self._cv:
+                self.inflight_pieces -= len(batch)
+                for (req, j, p, a, b), res in zip(batch, results):
+                    if req.cancelled:
+                        req.left -= 1
+                        if req.left == 0:
+                            self._release(req)
+                        continue
+                    job, outcomes, outputs, copies = req.states[j]
+                    got = res.get("outcomes") or [["sandbox_error"] * (b - a)]
+                    outcomes[p][a:b] = got[0]
+                    if outputs is not None and res.get("outputs"):
+                        outputs[p][a:b] = res["outputs"][0]
+                    req.left -= 1
+                    if req.left == 0:
+                        self._release(req)
+                        done.append(req)
+            n = sum(b - a for _, _, _, a, b in batch)
+            if self.on_cells is not None:
+                self.on_cells(n)
+            for req in done:
+                self._finish(req)
+
+    def _release(self, req: _Request) -> None:
+        self.queued_cells -= req.cells
+        self.queued_requests -= 1
+        self._live.pop(id(req.future), None)
+        self._cv.notify_all()
+
+    def _finish(self, req: _Request) -> None:
+        seconds = round(time.monotonic() - (req.t_first or req.t0), 6)
+        for j, st in enumerate(req.states):
+            if st is None:
+                continue
+            job, outcomes, outputs, copies = st
+            for p, q in copies.items():
+                outcomes[p] = list(outcomes[q])
+                if outputs is not None:
+                    outputs[p] = list(outputs[q])
+            res = {"id": job.id, "passed": [[o == OK for o in row] for row in outcomes],
+                   "outcomes": outcomes, "seconds": seconds}
+            if outputs is not None:
+                res["outputs"] = outputs
+            req.results[j] = res
+        if not req.future.done():
+            req.future.set_result(req.results)
+
+    # ---- state and shutdown ----------------------------------------------------------------------
+    def idle(self) -> bool:
+        with self._cv:
+            return not self._ring and self.inflight_pieces == 0 and self.queued_requests == 0
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Until every queued request is answered (graceful shutdown)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while self._ring or self.inflight_pieces or self.queued_requests:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cv.wait(left)
+        return True
+
+    def close(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        for w in self._workers:
+            w.join()

@@ -1,0 +1,95 @@
+"""``coevo serve`` in a child process, for tests, benchmarks and the load test: started on a free
+loopback port, its URL read from the line it prints when it listens."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+class ServeProcess:
+    """``with ServeProcess(["--slots", "2"]) as s: httpx.get(s.url + "/health")``."""
+
+    def __init__(self, args=(), env: dict | None = None, start_timeout: float = 120.0):
+        self.args = list(args)
+        self.env = env
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self._final: str | None = None
+        self._log = tempfile.NamedTemporaryFile("w+", prefix="coevo-serve-", suffix=".log",
+                                                delete=False)
+
+    def start(self) -> "ServeProcess":
+        env = dict(os.environ, **(self.env or {}))
+        env.setdefault("OMP_NUM_THREADS", "1")
+        cmd = [sys.executable, "-m", "coevo_code.cli", "serve", "--port", "0", *self.args]
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            m = re.search(r"listening on (http://\S+)", self.log())
+            if m:
+                self.url = m.group(1)
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"coevo serve exited with {self.proc.returncode}: "
+                                   f"{self.log()[-2000:]}")
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"coevo serve did not start in {self.start_timeout} s: "
+                           f"{self.log()[-2000:]}")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def judges(self) -> list[int]:
+        """The pids of the slot servers (judges): the sandbox's Python processes whose parent is
+        not one (their zygotes and cells are)."""
+        import psutil
+        out = []
+        for c in psutil.Process(self.pid).children(recursive=True):
+            try:
+                cmd = c.cmdline()
+                parent = c.parent().cmdline() if c.parent() else []
+            except psutil.Error:
+                continue
+            if "coevo_sandbox" in " ".join(cmd[:4]) and "coevo_sandbox" not in " ".join(
+                    parent[:4]):
+                out.append(c.pid)
+        return out
+
+    def log(self) -> str:
+        if self._final is not None:
+            return self._final
+        with open(self._log.name, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self) -> "ServeProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        self._final = self.log()
+        try:
+            os.unlink(self._log.name)
+        except OSError:
+            pass

@@ -1,0 +1,236 @@
+"""Rewards over HTTP in OpenRLHF's remote reward-model protocol, computed by the project's own
+:class:`~coevo_code.training.tester_reward.TesterReward` (so the numbers are the in-process ones).
+
+OpenRLHF (``--remote_rm_url``, ``openrlhf/utils/agent.py``) posts ``{"query": [...], "prompts":
+[...], "labels": [...]}``: each query is the prompt and the response decoded together, each label
+the dataset's ``--label_key`` field. It reads ``rewards`` (and ``scores`` for dynamic filtering,
+``extra_logs`` for logging) from the answer.
+
+A label names the problem:
+
+- a task id of a benchmark the server loaded (``HumanEval/0``), or ``benchmark:task_id``;
+- a JSON object (or its text): ``{"benchmark", "task_id"}``; or the problem itself,
+  ``{"kind", "tests", "entry_point"?, "setup"?, "prompt"?, "program_prefix"?, "time_limit_s"?}``
+  with tests as executor jobs write them.
+
+The reward of a completion: the gold reward (the share of the problem's first ``max_tests`` gold
+tests it passes, ``TesterReward.from_gold``), or with a tester model, CURE's reward on the
+tests the tester wrote for the problem (written once per problem and kept, keyed by task id, or
+for a problem given in the request by a hash of it). None (the tester wrote no usable test) is
+sent as 0.0 with ``no_signal`` true at its index.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import threading
+from typing import Any, Sequence
+
+from ..tasks.model import LoaderError, Task, TestCase
+from ..training.tester_reward import TesterReward
+
+END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>",
+             "<｜end▁of▁sentence｜>")
+
+
+class RewardError(ValueError):
+    """A malformed reward request: the message is the one-line reason."""
+
+
+class _Runner:
+    """An executor for one request's TesterReward: its jobs go through the dispatcher, and the
+    request can cancel them."""
+
+    def __init__(self, dispatcher):
+        self.dispatcher = dispatcher
+        self.futures: list = []
+        self.cancelled = False
+        self.lock = threading.Lock()
+
+    def run(self, jobs, progress=None):
+        with self.lock:
+            if self.cancelled:
+                raise RewardError("the request was cancelled")
+            fut = self.dispatcher.submit(list(jobs))
+            self.futures.append(fut)
+        return fut.result()
+
+    def cancel(self) -> None:
+        with self.lock:
+            self.cancelled = True
+            for f in self.futures:
+                self.dispatcher.cancel(f)
+
+
+def inline_task(spec: dict, where: str) -> Task:
+    """A problem given in a request, keyed by a hash of its content."""
+    kind = spec.get("kind", "stdio")
+    tests = spec.get("tests")
+    if not isinstance(tests, list):
+        raise RewardError(f"{where}: 'tests' must be a list")
+    cases = []
+    for i, t in enumerate(tests):
+        if kind == "functional":
+            code = t if isinstance(t, str) else (t.get("code") if isinstance(t, dict) else None)
+            if not isinstance(code, str):
+                raise RewardError(f"{where}: tests[{i}] of a functional problem must be code")
+            cases.append(TestCase(code=code))
+        else:
+            if not (isinstance(t, dict) and isinstance(t.get("input"), str)
+                    and isinstance(t.get("output"), str)):
+                raise RewardError(f"{where}: tests[{i}] of a stdio problem must be "
+                                  "{input, output} strings")
+            cases.append(TestCase(input=t["input"], output=t["output"]))
+    key = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    fields = {}
+    for name in ("prompt", "setup", "starter_code", "program_prefix", "entry_point", "checker"):
+        v = spec.get(name)
+        if v is not None:
+            if not isinstance(v, str):
+                raise RewardError(f"{where}: '{name}' must be a string")
+            fields[name] = v
+    if "time_limit_s" in spec:
+        v = spec["time_limit_s"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 600:
+            raise RewardError(f"{where}: 'time_limit_s' must be a number in (0, 600]")
+        fields["time_limit_s"] = float(v)
+    try:
+        return Task(id=f"request:{key}", source="request", kind=kind, tests=cases,
+                    prompt=fields.pop("prompt", ""), **fields)
+    except LoaderError as e:
+        raise RewardError(f"{where}: {e}") from None
+
+
+class Rewards:
+    """The reward service: loaded problems, the gold reward and (optionally) a tester's."""
+
+    def __init__(self, tasksets: dict[str, Sequence[Task]], max_tests: int = 1_000_000,
+                 engine=None, k_tests: int = 8, cache_path=None):
+        self.by_bench = {name: {t.id: t for t in tasks} for name, tasks in tasksets.items()}
+        self.by_id: dict[str, list[Task]] = {}
+        for tasks in self.by_bench.values():
+            for tid, t in tasks.items():
+                self.by_id.setdefault(tid, []).append(t)
+        self.max_tests = max_tests
+        every = [t for tasks in self.by_bench.values() for t in tasks.values()]
+        self.gold = TesterReward.from_gold(every, max_tests=max_tests)
+        self.tester = None
+        self._gen_lock = threading.Lock()
+        self.generated = 0  # problems whose tests the tester model wrote (not from its cache)
+        if engine is not None:
+            self.tester = TesterReward(every, engine=engine, k_tests=k_tests,
+                                       cache_path=cache_path)
+
+    # ---- labels ----------------------------------------------------------------------------------
+    def resolve(self, label: Any, where: str) -> Task:
+        if isinstance(label, str):
+            s = label.strip()
+            if s.startswith("{"):
+                try:
+                    label = json.loads(s)
+                except ValueError:
+                    raise RewardError(f"{where}: the label is not valid JSON") from None
+            else:
+                return self._by_name(None, s, where)
+        if not isinstance(label, dict):
+            raise RewardError(f"{where}: a label is a task id or a JSON object, got "
+                              f"{type(label).__name__}")
+        if "tests" in label:
+            return inline_task(label, where)
+        tid = label.get("task_id", label.get("id"))
+        if not isinstance(tid, str):
+            raise RewardError(f"{where}: the label needs 'task_id' (with 'benchmark') or 'tests'")
+        bench = label.get("benchmark")
+        if bench is not None and not isinstance(bench, str):
+            raise RewardError(f"{where}: 'benchmark' must be a string")
+        return self._by_name(bench, tid, where)
+
+    def _by_name(self, bench: str | None, tid: str, where: str) -> Task:
+        if bench is None and tid not in self.by_id and ":" in tid:
+            bench, tid = tid.split(":", 1)
+        if bench is not None:
+            if bench not in self.by_bench:
+                raise RewardError(f"{where}: benchmark {bench!r} is not loaded here (loaded: "
+                                  f"{', '.join(sorted(self.by_bench)) or 'none'})")
+            task = self.by_bench[bench].get(tid)
+            if task is None:
+                raise RewardError(f"{where}: {bench} has no task {tid!r}")
+            return task
+        found = self.by_id.get(tid)
+        if not found:
+            raise RewardError(f"{where}: no loaded benchmark has task {tid!r} (loaded: "
+                              f"{', '.join(sorted(self.by_bench)) or 'none'}); give the tests "
+                              "in the label instead")
+        if len(found) > 1:
+            raise RewardError(f"{where}: task {tid!r} is in several loaded benchmarks; name one "
+                              "as benchmark:task_id")
+        return found[0]
+
+    # ---- the request -----------------------------------------------------------------------------
+    @staticmethod
+    def completion(query: str, prompt: str | None) -> str:
+        text = query[len(prompt):] if prompt and query.startswith(prompt) else query
+        text = text.rstrip()
+        changed = True
+        while changed:
+            changed = False
+            for m in END_MARKS:
+                if text.endswith(m):
+                    text = text[:-len(m)].rstrip()
+                    changed = True
+        return text
+
+    def parse(self, body: Any, max_items: int) -> tuple[list[str], list[Task]]:
+        if not isinstance(body, dict):
+            raise RewardError("the request must be a JSON object with 'query' and 'labels'")
+        queries = body.get("query", body.get("queries"))
+        completions = body.get("completions", body.get("responses"))
+        labels = body.get("labels")
+        if completions is None:
+            if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+                raise RewardError("'query' must be a list of strings")
+            prompts = body.get("prompts")
+            if prompts is None:
+                prompts = [None] * len(queries)
+            if not isinstance(prompts, list) or len(prompts) != len(queries):
+                raise RewardError(f"'prompts' must be a list as long as 'query' ({len(queries)})")
+            texts = [self.completion(q, p if isinstance(p, str) else None)
+                     for q, p in zip(queries, prompts)]
+        else:
+            if not isinstance(completions, list) or not all(isinstance(c, str)
+                                                            for c in completions):
+                raise RewardError("'completions' must be a list of strings")
+            texts = list(completions)
+        if not isinstance(labels, list) or len(labels) != len(texts):
+            raise RewardError(f"'labels' must be a list with one label per query ({len(texts)})")
+        if len(texts) > max_items:
+            raise RewardError(f"the request has {len(texts)} completions; this server takes at "
+                              f"most {max_items} per request")
+        tasks = [self.resolve(label, f"labels[{i}]") for i, label in enumerate(labels)]
+        return texts, tasks
+
+    def score(self, texts: list[str], tasks: list[Task], runner: _Runner) -> list:
+        """The rewards (None: no signal), computed by a TesterReward on ``runner``."""
+        if not texts:
+            return []
+        base = self.tester if self.tester is not None else self.gold
+        reward = copy.copy(base)            # the shared tests, this request's executor
+        reward._executor, reward._own = runner, False
+        reward.tasks = dict(base.tasks)
+        for t in tasks:
+            if t.id not in reward.tasks:
+                reward.tasks[t.id] = t
+                if self.tester is None:       # gold: the request's own tests
+                    reward.tests = dict(reward.tests)
+                    reward.tests[t.id] = list(t.tests[:self.max_tests])
+        if self.tester is not None:
+            with self._gen_lock:              # one engine: one generation at a time
+                self.tester.tasks.update({t.id: t for t in tasks})
+                cache, k = self.tester.cache, self.tester.k_tests
+                self.generated += sum(1 for tid in {t.id for t in tasks} - set(self.tester.tests)
+                                      if cache is None or cache.get(tid, "test", k) is None)
+                self.tester.tests_for([t.id for t in tasks])
+            reward.tests = self.tester.tests
+        return reward(completions=texts, task_id=[t.id for t in tasks])

@@ -1,0 +1,134 @@
+"""Assembling and running ``coevo serve``: executors, dispatcher, rewards, the application, and
+uvicorn on a socket bound before the sandbox starts (so a taken port fails fast)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import sys
+from typing import Callable
+
+from .dispatcher import Dispatcher, Limits
+
+log = logging.getLogger("coevo.serve")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ServeError(RuntimeError):
+    """A refusal to start (one line)."""
+
+
+def check_exposure(host: str, token: str | None) -> None:
+    if not is_loopback(host) and not token:
+        raise ServeError(f"--host {host} is reachable from other machines: give a token "
+                         "(--token or COEVO_SERVE_TOKEN) or serve on 127.0.0.1")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # accepted connections inherit it: no 40 ms Nagle / delayed-ACK stall between a response's
+    # head and body
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ServeError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def make_executors(backend: str, address: str | None, slots: int | None, **options) -> list:
+    """Local: one single-slot executor per slot (each fed by its own worker, so no worker waits
+    on another's slow piece); Ray: one executor for the cluster."""
+    import os
+
+    from ..execution import make_executor
+    if backend == "ray":
+        return [make_executor("ray", address, slots=slots, **options)]
+    if slots is None:
+        slots = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+    out = []
+    try:
+        for _ in range(slots):
+            out.append(make_executor("local", address, slots=1, **options))
+    except Exception:
+        for ex in out:
+            ex.close()
+        raise
+    return out
+
+
+def _server_class():
+    import contextlib
+    import signal
+    import threading
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, whose SIGINT/SIGTERM handling (stop accepting, finish what is in
+        flight, run the shutdown) ends with exit status 0 instead of raising the signal again."""
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            sigs = (signal.SIGINT, signal.SIGTERM)
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in sigs}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return Server
+
+
+def serve(sock: socket.socket, executors: list, limits: Limits, options, rewards=None,
+          grace_s: float = 30.0, announce: Callable[[str], None] | None = None,
+          batch_cells: int | None = None) -> None:
+    """Run until SIGINT/SIGTERM: then stop accepting, answer what is in flight (up to
+    ``grace_s``), close the executors."""
+    import uvicorn
+
+    from .app import create_app
+    _Server = _server_class()
+
+    ray = options.backend == "ray"
+    dispatcher = Dispatcher(executors, limits, batch_cells=batch_cells or (512 if ray else 16))
+
+    def shutdown():
+        dispatcher.close()
+        for ex in executors:
+            ex.close()
+
+    app = create_app(dispatcher, rewards, options, on_shutdown=shutdown)
+    config = uvicorn.Config(app, log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=grace_s, lifespan="on",
+                            limit_concurrency=None, timeout_keep_alive=30)
+    server = _Server(config)
+    host, port = sock.getsockname()[:2]
+    if announce:
+        announce(f"coevo serve: listening on http://{host}:{port} ({options.backend}, "
+                 f"{options.slots} slots{', tester ' + options.tester if options.tester else ''})")
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if not dispatcher._stop:  # the lifespan did not run (start-up failed)
+            shutdown()
+    print("coevo serve: stopped", file=sys.stderr, flush=True)
