@@ -21,18 +21,12 @@ from __future__ import annotations
 import json
 from datetime import date, datetime
 
-from .livecodebench import ReportedTaskSet, lcb_task, parse_date
+from .livecodebench import LCB_PRELUDE, ReportedTaskSet, lcb_task, parse_date
 from .model import LoaderError, TaskSet
 
-LIVEBENCH_PRELUDE = (
-    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
-    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\n"
-    "from random import *\nfrom statistics import *\nfrom itertools import *\n"
-    "from functools import *\nfrom operator import *\nfrom io import *\nfrom sys import *\n"
-    "from json import *\nfrom builtins import *\nfrom typing import *\nimport string\nimport re\n"
-    "import datetime\nimport collections\nimport heapq\nimport bisect\nimport copy\nimport math\n"
-    "import random\nimport statistics\nimport itertools\nimport functools\nimport operator\n"
-    "import io\nimport sys\nimport json\nsys.setrecursionlimit(6*10**5)\n")
+# LiveCodeBench's prelude with LiveBench's own recursion limit (its copy of the grader)
+LIVEBENCH_PRELUDE = LCB_PRELUDE.replace("sys.setrecursionlimit(50000)",
+                                        "sys.setrecursionlimit(6*10**5)")
 
 # LiveBench's ReliabilityGuard also sets exit() to None (LiveCodeBench's current one does not)
 LIVEBENCH_GUARD = ("import builtins as _guard\n_guard.exit = None\n_guard.quit = None\n"
