@@ -46,10 +46,9 @@ STDIO_TESTER = (
     "**Explanation:**\n\nexplanation here.\n\nThis is the problem:\n{problem}{examples}")
 FUNCTIONAL_TESTER = (
     "Given the Python function below, write one unit test: a single `assert` line that calls "
-    "`{call}` on literal arguments and compares the result with `==` to the literal value a "
-    "correct implementation returns. Derive the output step by step, then put the assert line "
-    "in one ```python code block at the end, e.g.\n```python\nassert {call}(...) == ...\n```"
-    "\n\n"
+    "`{call}` on an input and compares the result with the output a correct implementation "
+    "returns. Derive the output step by step, then put the assert line in one ```python code "
+    "block at the end, e.g.\n```python\nassert {call}(...) == ...\n```\n\n"
     "```python\n{problem}\n```")
 
 
