@@ -268,7 +268,10 @@ def test_token_is_required_when_set():
                        headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 200 and r.json()["results"][0]["passed"] == [[True]]
         assert httpx.get(s.url + "/metrics").status_code == 401
-        assert httpx.get(s.url + "/health").status_code == 200
+        # /health: its status to anyone, the deployment's details only with the token
+        assert httpx.get(s.url + "/health").json() == {"status": "ok"}
+        h = httpx.get(s.url + "/health", headers={"X-Coevo-Token": token}).json()
+        assert h["status"] == "ok" and h["slots"] == 1 and "launcher" in h
         # clients that send no headers put the token in the path
         r = run_code(RunCodeRequest(language="python", code="print(6 * 7)"),
                      endpoint=f"{s.url}/t/{token}", max_attempts=1)
@@ -340,7 +343,8 @@ def test_tester_as_reward_model(local, tmp_path):
                                  "completions": tests}) + "\n")
     with ServeProcess(["--slots", "1", "--problems", "bundled", "--tester", "tiny",
                        "--k-tests", str(k), "--max-tokens", "48", "--seed", "3",
-                       "--tester-cache", str(cache)]) as s:
+                       "--tester-cache", str(cache), "--tester-max-new", "2",
+                       "--tester-max-inline", "1"]) as s:
         comps = [seeded.references[0], "print(3)", "print(int(input()) - 1)",
                  fresh.references[0], "def add(a, b):\n    return a"]
         ids = [seeded.id] * 3 + [fresh.id] * 2
@@ -362,6 +366,22 @@ def test_tester_as_reward_model(local, tmp_path):
         d2 = httpx.post(s.url + "/reward", json={"completions": comps, "labels": ids}).json()
         assert d2["rewards"] == d1["rewards"]
         assert httpx.get(s.url + "/health").json()["tester_generated"] == 1
+        # problems given in requests: at most 2 new ones a request, 1 kept (the oldest goes)
+        inline = [{"kind": "stdio", "prompt": f"Print {i}.", "tests": [
+            {"input": "", "output": f"{i}\n"}]} for i in range(3)]
+        r = httpx.post(s.url + "/reward", json={"completions": ["print(0)"] * 3,
+                                                "labels": inline}, timeout=300)
+        assert r.status_code == 429 and "3 problems the tester has no tests" in r.json()["error"]
+        assert httpx.get(s.url + "/health").json()["tester_generated"] == 1  # nothing written
+        for n, i in enumerate((0, 1, 0)):
+            r = httpx.post(s.url + "/reward", json={"completions": ["print(0)"],
+                                                    "labels": [inline[i]]}, timeout=300)
+            assert r.status_code == 200, r.text
+            h = httpx.get(s.url + "/health").json()
+            # 0, then 1 (0 forgotten), then 0 written again; 2 loaded problems + 1 kept
+            assert h["tester_generated"] == 2 + n and h["tester_problems"] == 3, h
+        # the cache file keeps the loaded benchmarks' problems only
+        assert len(cache.read_text().splitlines()) == 2
 
 
 def _verl_sandbox_fusion():

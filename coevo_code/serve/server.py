@@ -126,7 +126,9 @@ def serve(sock: socket.socket, executors: list, limits: Limits, options, rewards
         dispatcher.abort()   # nothing more taken; a piece running ends with its executor
         for ex in executors:
             ex.close()
-        dispatcher.close(timeout=5)
+        # a worker still inside a piece (its executor may try to restart the killed slot) is a
+        # daemon thread: not waited for long, it ends with the process
+        dispatcher.close(timeout=1)
 
     options.grace_s = grace_s
     app = create_app(dispatcher, rewards, options, on_shutdown=shutdown)
