@@ -31,7 +31,7 @@ def server(tmp_path_factory):
     with ServeProcess(["--slots", "2", "--problems", "bundled", "--problems", f"native={other}",
                        "--max-query-chars", "200000", "--max-jobs", "20",
                        "--max-response-mb", "1", "--max-pending-rewards", "1",
-                       "--max-time-limit", "0.5"]) as s:
+                       "--max-time-limit", "0.5", "--max-connections", "8"]) as s:
         yield s
 
 
@@ -144,6 +144,23 @@ def test_reward_requests_scored_at_once_are_bounded(server):
     assert out["r"].json()["rewards"] == [1.0]
     r = httpx.post(server.url + "/reward", json={"completions": ["print(1)"], "labels": [label]})
     assert r.json()["rewards"] == [1.0]   # the slot is free again
+
+
+def test_open_connections_are_bounded(server):
+    host, port = server.url.rsplit("/", 1)[-1].split(":")
+    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(8)]
+    try:
+        deadline = time.monotonic() + 10
+        while (r := httpx.get(server.url + "/health")).status_code != 503:
+            assert time.monotonic() < deadline, r   # the server accepts them in a moment
+            time.sleep(0.05)
+    finally:
+        for c in idle:
+            c.close()
+    deadline = time.monotonic() + 10
+    while (r := httpx.get(server.url + "/health")).status_code != 200:
+        assert time.monotonic() < deadline, r
+        time.sleep(0.05)
 
 
 def test_shutdown_refuses_new_requests_at_the_signal_and_keeps_to_the_grace():
