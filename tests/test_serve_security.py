@@ -214,3 +214,54 @@ def _cells(server) -> float:
         if line.startswith("coevo_serve_cells_total "):
             return float(line.split()[-1])
     return 0.0
+
+
+def test_a_cancelled_handler_cancels_its_request():
+    """uvicorn cancels the handlers still running when its shutdown timeout runs out: the
+    request's cells must not stay queued. Driven through the ASGI application (over HTTP the
+    grace's own 503 comes first), the cancellation being the one uvicorn makes."""
+    import asyncio
+
+    from coevo_code.execution import Executor
+    from coevo_code.serve.app import create_app
+    from coevo_code.serve.dispatcher import Dispatcher
+
+    # 40 cells: more than the worker's first batch (16), so some wait when the cancel comes
+    job = {"programs": [f"import time\ntime.sleep(0.1)\nprint({i})" for i in range(40)],
+           "tests": [{"input": "", "output": ""}]}
+    body = json.dumps([job]).encode()
+    with Executor(slots=1) as ex:
+        d = Dispatcher([ex])
+        try:
+            app = create_app(d)
+
+            async def main():
+                msgs = [{"type": "http.request", "body": body, "more_body": False}]
+                never = asyncio.Event()
+
+                async def receive():
+                    if msgs:
+                        return msgs.pop(0)
+                    await never.wait()
+
+                async def send(message):
+                    pass
+
+                scope = {"type": "http", "method": "POST", "path": "/execute",
+                         "raw_path": b"/execute", "query_string": b"", "root_path": "",
+                         "headers": [(b"host", b"127.0.0.1"),
+                                     (b"content-type", b"application/json")],
+                         "http_version": "1.1", "scheme": "http",
+                         "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 40000)}
+                task = asyncio.ensure_future(app(scope, receive, send))
+                while d.queued_requests < 1:
+                    await asyncio.sleep(0.01)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+
+            asyncio.run(main())
+            assert d.cancelled_cells > 0
+            assert d.wait_idle(10) and d.queued_requests == 0
+        finally:
+            d.close()
