@@ -213,12 +213,22 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
                             f"this server scores at most {opts.max_pending_rewards} at once",
                             "queue_full", {"Retry-After": "1"})
         state["pending_rewards"] += 1
-        try:
-            return await score_reward(request)
-        finally:
+        hold: dict = {}
+
+        def release(_=None):
             state["pending_rewards"] -= 1
 
-    async def score_reward(request: Request):
+        try:
+            return await score_reward(request, hold)
+        finally:
+            # counted until its thread is done, not only until it is answered (a client gone)
+            task = hold.get("task")
+            if task is None or task.done():
+                release()
+            else:
+                task.add_done_callback(release)
+
+    async def score_reward(request: Request, hold: dict):
         body = await read_json(request)
         try:  # parsing thousands of labels takes a while: off the event loop
             texts, tasks = await asyncio.to_thread(rewards.parse, body, opts.max_reward_items,
@@ -233,6 +243,7 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
         runner = _Runner(dispatcher)
         task = asyncio.get_running_loop().run_in_executor(reward_pool, rewards.score, texts,
                                                            tasks, runner)
+        hold["task"] = task
         # retrieved even when nobody waits for it any more (client gone, shutdown)
         task.add_done_callback(lambda f: f.cancelled() or f.exception())
         gone = asyncio.ensure_future(until_disconnect(request))

@@ -259,15 +259,18 @@ class Rewards:
                     reward.tests = dict(reward.tests)
                     reward.tests[t.id] = list(t.tests[:self.max_tests])
         if self.tester is not None:
-            reward.tests = self._tester_tests(tasks)
+            reward.tests = self._tester_tests(tasks, runner)
         return reward(completions=texts, task_id=[t.id for t in tasks])
 
-    def _tester_tests(self, tasks: list[Task]) -> dict[str, list]:
+    def _tester_tests(self, tasks: list[Task], runner: _Runner | None = None
+                      ) -> dict[str, list]:
         """The tester's tests for these problems (written now for those it has none of), as a
         dict of this request's own. The shared tester's problems are never changed by a
         request: the writing runs on a copy that sees the request's problems."""
         tester = self.tester
         with self._gen_lock:              # one engine: one generation at a time
+            if runner is not None and runner.cancelled:  # its client left while it waited
+                raise RewardError("the request was cancelled")
             ids = list(dict.fromkeys(t.id for t in tasks))
             new = [tid for tid in ids if tid not in tester.tests]
             if len(new) > self.max_new_per_request:
