@@ -51,6 +51,22 @@ def test_a_long_query_is_refused_and_health_stays_up(server):
     assert httpx.get(server.url + "/health", timeout=5).json()["status"] == "ok"
 
 
+def test_a_prompt_that_does_not_begin_the_query_is_not_scored(server):
+    code = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    prompt = f"<|im_start|>user\nLike this: {code}<|im_end|>\n<|im_start|>assistant\n"
+    decoded = prompt.replace("user\n", "user \n")   # the trainer's decoding differs a little
+    r = httpx.post(server.url + "/reward", json={
+        "query": [decoded + "no code<|im_end|>", prompt + code + "<|im_end|>",
+                  decoded.replace("<|im_start|>assistant\n", "") + "none"],
+        "prompts": [prompt] * 3,
+        "labels": [{"kind": "stdio", "tests": [{"input": "1 2\n", "output": "3\n"}]}] * 3}).json()
+    # the prompt's code is not the completion's: 0, flagged; a matching prompt is cut as before
+    assert r["rewards"] == [0.0, 1.0, 0.0]
+    assert r["extra_logs"]["prompt_mismatch"] == [True, False, True]
+    # no assistant mark: the query past as many characters as the prompt has
+    assert Rewards.split("Xyz" + "print(1)", "xyz") == ("print(1)", True)
+
+
 def test_benchmarks_sharing_task_ids_keep_their_own_tests(server):
     add = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
     r = httpx.post(server.url + "/reward", json={

@@ -231,8 +231,8 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
     async def score_reward(request: Request, hold: dict):
         body = await read_json(request)
         try:  # parsing thousands of labels takes a while: off the event loop
-            texts, tasks = await asyncio.to_thread(rewards.parse, body, opts.max_reward_items,
-                                                   opts.max_query_chars)
+            texts, tasks, mismatch = await asyncio.to_thread(
+                rewards.parse, body, opts.max_reward_items, opts.max_query_chars)
         except RewardError as e:
             raise HTTPError(400, str(e), "malformed") from None
         except RewardLimit as e:
@@ -270,7 +270,8 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
                             ) from None
         rewards_out = [0.0 if v is None else float(v) for v in values]
         return {"rewards": rewards_out, "scores": rewards_out,
-                "extra_logs": {"no_signal": [v is None for v in values]}}
+                "extra_logs": {"no_signal": [v is None for v in values],
+                               "prompt_mismatch": mismatch}}
 
     async def health(request: Request):
         status = "closing" if state["closing"] else "ok"

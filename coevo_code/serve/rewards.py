@@ -37,6 +37,9 @@ from typing import Any, Sequence
 from ..tasks.model import LoaderError, Task, TestCase
 from ..training.tester_reward import TesterReward
 
+# where an assistant's turn starts in a decoded chat (ChatML, Llama 3, DeepSeek, Mistral, Phi)
+ASSISTANT_MARKS = ("<|im_start|>assistant", "<|start_header_id|>assistant<|end_header_id|>",
+                   "<｜Assistant｜>", "[/INST]", "<|assistant|>")
 END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>",
              "<｜end▁of▁sentence｜>")
 
@@ -189,9 +192,25 @@ class Rewards:
     # ---- the request -----------------------------------------------------------------------------
     @staticmethod
     def completion(query: str, prompt: str | None) -> str:
+        return Rewards.split(query, prompt)[0]
+
+    @staticmethod
+    def split(query: str, prompt: str | None) -> tuple[str, bool]:
         """The response: the query after its prompt, less the end-of-turn marks and spaces at
-        its end (found from the end and cut once: linear in the query's length)."""
-        start = len(prompt) if prompt and query.startswith(prompt) else 0
+        its end (found from the end and cut once: linear in the query's length); and whether
+        the prompt was given but did not begin the query (a decoding that differs). Then the
+        response is what follows the query's last assistant mark, or, with none, the query
+        after as many characters as the prompt has: not the whole query, whose prompt may hold
+        code that passes."""
+        mismatch = False
+        if not prompt:
+            start = 0
+        elif query.startswith(prompt):
+            start = len(prompt)
+        else:
+            mismatch = True
+            found = [k + len(m) for m in ASSISTANT_MARKS if (k := query.rfind(m)) >= 0]
+            start = max(found) if found else min(len(prompt), len(query))
         end = len(query)
         while end > start:
             if query[end - 1].isspace():
@@ -203,10 +222,12 @@ class Rewards:
                     break
             else:
                 break
-        return query[start:end]
+        return query[start:end], mismatch
 
     def parse(self, body: Any, max_items: int, max_chars: int = 1 << 20
-              ) -> tuple[list[str], list[Task]]:
+              ) -> tuple[list[str], list[Task], list[bool]]:
+        """The completions, their problems, and for each whether its prompt did not begin its
+        query (see :meth:`split`)."""
         if not isinstance(body, dict):
             raise RewardError("the request must be a JSON object with 'query' and 'labels'")
         queries = body.get("query", body.get("queries"))
@@ -221,21 +242,24 @@ class Rewards:
                 prompts = [None] * len(queries)
             if not isinstance(prompts, list) or len(prompts) != len(queries):
                 raise RewardError(f"'prompts' must be a list as long as 'query' ({len(queries)})")
-            texts = [self.completion(q, p if isinstance(p, str) else None)
+            split = [self.split(q, p if isinstance(p, str) else None)
                      for q, p in zip(queries, prompts)]
+            texts = [t for t, _ in split]
+            mismatch = [m for _, m in split]
         else:
             if not isinstance(completions, list) or not all(isinstance(c, str)
                                                             for c in completions):
                 raise RewardError("'completions' must be a list of strings")
             self._check_lengths(completions, "completions", max_chars)
             texts = list(completions)
+            mismatch = [False] * len(texts)
         if not isinstance(labels, list) or len(labels) != len(texts):
             raise RewardError(f"'labels' must be a list with one label per query ({len(texts)})")
         if len(texts) > max_items:
             raise RewardError(f"the request has {len(texts)} completions; this server takes at "
                               f"most {max_items} per request")
         tasks = [self.resolve(label, f"labels[{i}]") for i, label in enumerate(labels)]
-        return texts, tasks
+        return texts, tasks, mismatch
 
     @staticmethod
     def _check_lengths(items: list, name: str, max_chars: int) -> None:
