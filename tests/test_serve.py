@@ -5,6 +5,7 @@ reward model, health and metrics, the token, the limits and the queue."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import subprocess
@@ -28,6 +29,7 @@ from sandbox_fusion import (RunCodeRequest, RunStatus, SummaryMapping,  # noqa: 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("COEVO_SHARED_DATA", REPO.parent / "shared" / "data"))
 HUMANEVAL = SHARED_DATA / "humaneval" / "HumanEval.jsonl.gz"
+JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +233,7 @@ def test_malformed_requests_get_4xx_and_do_not_disturb_others(server):
     t.start()
     for body in (b"{", b"[1, 2", b"\xff\xfe", b"42", b'{"jobs": {"a": 1}}',
                  b"[" * 100_000 + b"]" * 100_000):
-        r = httpx.post(server.url + "/execute", content=body)
+        r = httpx.post(server.url + "/execute", content=body, headers=JSON)
         assert r.status_code == 400 and "\n" not in r.json()["error"], (body, r.text)
     assert httpx.get(server.url + "/execute").status_code == 405
     assert httpx.post(server.url + "/nothing", json={}).status_code == 404
@@ -266,7 +268,10 @@ def test_token_is_required_when_set():
                        headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 200 and r.json()["results"][0]["passed"] == [[True]]
         assert httpx.get(s.url + "/metrics").status_code == 401
-        assert httpx.get(s.url + "/health").status_code == 200
+        # /health: its status to anyone, the deployment's details only with the token
+        assert httpx.get(s.url + "/health").json() == {"status": "ok"}
+        h = httpx.get(s.url + "/health", headers={"X-Coevo-Token": token}).json()
+        assert h["status"] == "ok" and h["slots"] == 1 and "launcher" in h
         # clients that send no headers put the token in the path
         r = run_code(RunCodeRequest(language="python", code="print(6 * 7)"),
                      endpoint=f"{s.url}/t/{token}", max_attempts=1)
@@ -288,7 +293,7 @@ def test_limits_clamps_and_queue():
     args = ["--slots", "1", "--max-body-mb", "0.05", "--max-cells", "40",
             "--max-time-limit", "0.5", "--max-wall-limit", "1", "--queue-requests", "1"]
     with ServeProcess(args) as s:
-        r = httpx.post(s.url + "/execute", content=b"[" + b" " * 60_000 + b"]")
+        r = httpx.post(s.url + "/execute", content=b"[" + b" " * 60_000 + b"]", headers=JSON)
         assert r.status_code == 413 and "at most" in r.json()["error"]
         big = [{"programs": ["print(1)"] * 7, "tests": [{"input": "", "output": "1"}] * 6}]
         r = httpx.post(s.url + "/execute", json=big)
@@ -333,11 +338,13 @@ def test_tester_as_reward_model(local, tmp_path):
     cache = tmp_path / "tester_tests.jsonl"
     tests = ["**Test Input:**\n```\n1 2\n```\n**Test Output:**\n```\n3\n```",
              "**Test Input:**\n```\n-4 10\n```\n**Test Output:**\n```\n6\n```"]
-    cache.write_text(json.dumps({"task_id": seeded.id, "role": TEST, "completions": tests})
-                     + "\n")
+    # the server keys problems by benchmark:task_id, its cache file too
+    cache.write_text(json.dumps({"task_id": f"bundled:{seeded.id}", "role": TEST,
+                                 "completions": tests}) + "\n")
     with ServeProcess(["--slots", "1", "--problems", "bundled", "--tester", "tiny",
                        "--k-tests", str(k), "--max-tokens", "48", "--seed", "3",
-                       "--tester-cache", str(cache)]) as s:
+                       "--tester-cache", str(cache), "--tester-max-new", "2",
+                       "--tester-max-inline", "1"]) as s:
         comps = [seeded.references[0], "print(3)", "print(int(input()) - 1)",
                  fresh.references[0], "def add(a, b):\n    return a"]
         ids = [seeded.id] * 3 + [fresh.id] * 2
@@ -348,16 +355,33 @@ def test_tester_as_reward_model(local, tmp_path):
         assert h["tester"] is True and h["tester_problems"] == 2
         assert h["tester_generated"] == 1             # the model wrote the other problem's
         written = [json.loads(x) for x in cache.read_text().splitlines()]
-        assert [w["task_id"] for w in written] == [seeded.id, fresh.id]
+        assert [w["task_id"] for w in written] == [f"bundled:{seeded.id}", f"bundled:{fresh.id}"]
         assert len(written[1]["completions"]) == k
-        want = TesterReward(tasks, None, k_tests=k, executor=local, cache_path=cache)(
-            completions=comps, task_id=ids)
+        keyed = [dataclasses.replace(t, id=f"bundled:{t.id}") for t in tasks]
+        want = TesterReward(keyed, None, k_tests=k, executor=local, cache_path=cache)(
+            completions=comps, task_id=[f"bundled:{i}" for i in ids])
         assert d1["rewards"] == [0.0 if w is None else float(w) for w in want]
         assert d1["extra_logs"]["no_signal"] == [w is None for w in want]
         # the same problems again: nothing generated, the same rewards
         d2 = httpx.post(s.url + "/reward", json={"completions": comps, "labels": ids}).json()
         assert d2["rewards"] == d1["rewards"]
         assert httpx.get(s.url + "/health").json()["tester_generated"] == 1
+        # problems given in requests: at most 2 new ones a request, 1 kept (the oldest goes)
+        inline = [{"kind": "stdio", "prompt": f"Print {i}.", "tests": [
+            {"input": "", "output": f"{i}\n"}]} for i in range(3)]
+        r = httpx.post(s.url + "/reward", json={"completions": ["print(0)"] * 3,
+                                                "labels": inline}, timeout=300)
+        assert r.status_code == 429 and "3 problems the tester has no tests" in r.json()["error"]
+        assert httpx.get(s.url + "/health").json()["tester_generated"] == 1  # nothing written
+        for n, i in enumerate((0, 1, 0)):
+            r = httpx.post(s.url + "/reward", json={"completions": ["print(0)"],
+                                                    "labels": [inline[i]]}, timeout=300)
+            assert r.status_code == 200, r.text
+            h = httpx.get(s.url + "/health").json()
+            # 0, then 1 (0 forgotten), then 0 written again; 2 loaded problems + 1 kept
+            assert h["tester_generated"] == 2 + n and h["tester_problems"] == 3, h
+        # the cache file keeps the loaded benchmarks' problems only
+        assert len(cache.read_text().splitlines()) == 2
 
 
 def _verl_sandbox_fusion():

@@ -47,8 +47,28 @@ class ServeCommand(Command):
         g.add_argument("--max-output-mb", type=float, default=16.0, help="MiB of stdout per cell")
         g.add_argument("--max-cells", type=int, default=100_000, help="cells per request")
         g.add_argument("--max-body-mb", type=float, default=32.0, help="request body size")
+        g.add_argument("--max-jobs", type=int, default=4096,
+                       help="jobs per /execute request, malformed ones included")
+        g.add_argument("--max-response-mb", type=float, default=64.0,
+                       help="outputs a request may ask back (return_outputs: 64 KiB per cell "
+                            "counted) (default: %(default)s)")
+        g.add_argument("--queue-response-mb", type=float, default=512.0,
+                       help="the same over every queued request, then 429 "
+                            "(default: %(default)s)")
         g.add_argument("--max-reward-items", type=int, default=4096,
                        help="completions per reward request")
+        g.add_argument("--max-query-chars", type=int, default=1 << 20,
+                       help="characters of one reward query or completion")
+        g.add_argument("--max-pending-rewards", type=int, default=256,
+                       help="reward requests scored at once, then 429 (default: %(default)s)")
+        g.add_argument("--max-connections", type=int, default=1024,
+                       help="open connections and requests, then 503 (default: %(default)s)")
+        g.add_argument("--tester-max-new", type=int, default=8,
+                       help="--tester: problems without tests yet one request may bring (more: "
+                            "429) (default: %(default)s)")
+        g.add_argument("--tester-max-inline", type=int, default=1024,
+                       help="--tester: problems given in requests whose tests are kept (the "
+                            "oldest forgotten first) (default: %(default)s)")
         g.add_argument("--queue-cells", type=int, default=1_000_000,
                        help="cells queued before 429 (default: %(default)s)")
         g.add_argument("--queue-requests", type=int, default=1024,
@@ -62,9 +82,14 @@ class ServeCommand(Command):
         from ..serve.dispatcher import Limits
         from ..serve.server import ServeError, bind, check_exposure, make_executors, serve
 
-        for flag in ("max_cells", "queue_cells", "queue_requests", "k_tests", "max_reward_items"):
+        for flag in ("max_cells", "queue_cells", "queue_requests", "k_tests", "max_reward_items",
+                     "max_jobs", "max_query_chars", "max_pending_rewards", "max_connections",
+                     "tester_max_new", "tester_max_inline"):
             if getattr(args, flag) < 1:
                 raise CLIError(f"--{flag.replace('_', '-')} must be >= 1")
+        for flag in ("max_response_mb", "queue_response_mb", "grace"):
+            if not getattr(args, flag) > 0:
+                raise CLIError(f"--{flag.replace('_', '-')} must be > 0")
         if args.max_tests is not None and args.max_tests < 1:
             raise CLIError("--max-tests must be >= 1")
         try:
@@ -90,13 +115,18 @@ class ServeCommand(Command):
         slots = iso.get("slots", 1) * (len(executors) if args.backend == "local" else 1)
         options = ServeOptions(token=args.token, max_body_bytes=int(args.max_body_mb * (1 << 20)),
                                max_reward_items=args.max_reward_items, backend=args.backend,
-                               slots=slots, launcher=iso.get("launcher", ""), tester=args.tester)
+                               slots=slots, launcher=iso.get("launcher", ""), tester=args.tester,
+                               grace_s=args.grace, max_query_chars=args.max_query_chars,
+                               max_pending_rewards=args.max_pending_rewards)
         limits = Limits(time_limit_s=args.max_time_limit, wall_limit_s=args.max_wall_limit,
                         memory_limit_mb=args.max_memory_mb, output_limit_mb=args.max_output_mb,
                         cells_per_request=args.max_cells, queue_cells=args.queue_cells,
-                        queue_requests=args.queue_requests)
+                        queue_requests=args.queue_requests, jobs_per_request=args.max_jobs,
+                        output_bytes_per_request=int(args.max_response_mb * (1 << 20)),
+                        queue_output_bytes=int(args.queue_response_mb * (1 << 20)))
         serve(sock, executors, limits, options, rewards, grace_s=args.grace,
-              announce=lambda line: print(line, file=sys.stderr, flush=True))
+              announce=lambda line: print(line, file=sys.stderr, flush=True),
+              max_connections=args.max_connections)
         return 0
 
     @staticmethod
@@ -122,5 +152,10 @@ class ServeCommand(Command):
                     temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed))
             except EngineError as e:
                 raise CLIError(str(e))
+        if "request" in sets:
+            raise CLIError("--problems request: 'request' is reserved (problems given in "
+                           "requests are keyed request:HASH); name the benchmark otherwise")
         return Rewards(sets, max_tests=args.max_tests or 1_000_000, engine=engine,
-                       k_tests=args.k_tests, cache_path=args.tester_cache)
+                       k_tests=args.k_tests, cache_path=args.tester_cache,
+                       max_new_per_request=args.tester_max_new,
+                       max_inline=args.tester_max_inline)

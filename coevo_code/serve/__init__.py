@@ -6,6 +6,6 @@ remote reward model; :mod:`.app` is the Starlette application; :mod:`.server` as
 it under uvicorn.
 """
 
-from .dispatcher import Dispatcher, Limits, QueueFull, TooLarge
+from .dispatcher import Dispatcher, Limits, QueueFull, ShuttingDown, TooLarge
 
-__all__ = ["Dispatcher", "Limits", "QueueFull", "TooLarge"]
+__all__ = ["Dispatcher", "Limits", "QueueFull", "ShuttingDown", "TooLarge"]

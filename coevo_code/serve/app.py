@@ -7,8 +7,9 @@ remote reward model), ``GET /health``, ``GET /metrics`` (Prometheus), ``GET /v1/
 Every request is read up to the body limit, parsed, clamped and queued without blocking the
 event loop on the sandbox; its answer comes when its last cell is in. A client that goes away
 cancels what of its request has not started. Errors are JSON ``{"error": "one line"}`` with a
-4xx status (401 no token, 400 malformed, 413 too large, 429 queue full with ``Retry-After``,
-503 shutting down).
+4xx status (401 no token, 400 malformed, 403 a browser's request (an ``Origin`` header) or,
+without a token, a ``Host`` that is not a loopback name, 413 too large, 415 a POST body not
+declared ``application/json``, 429 queue full with ``Retry-After``, 503 shutting down).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import hmac
+import ipaddress
 import json
+import threading
 import time
 from typing import Any
 
@@ -30,8 +33,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from . import sandboxfusion
-from .dispatcher import Dispatcher, QueueFull, TooLarge
-from .rewards import RewardError, Rewards, _Runner
+from .dispatcher import Dispatcher, QueueFull, ShuttingDown, TooLarge
+from .rewards import RewardError, RewardLimit, Rewards, _Runner
 
 OPEN_PATHS = ("/health", "/v1/ping")
 
@@ -45,6 +48,9 @@ class ServeOptions:
     slots: int = 0
     launcher: str = ""
     tester: str | None = None
+    grace_s: float = 30.0             # on SIGTERM: in-flight requests answered up to this long
+    max_query_chars: int = 1 << 20    # characters of one reward query / completion
+    max_pending_rewards: int = 256    # reward requests being scored at once, then 429
 
 
 class HTTPError(Exception):
@@ -85,7 +91,7 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
     opts = options or ServeOptions()
     metrics = _Metrics(dispatcher)
     dispatcher.on_cells = metrics.cells.inc
-    state = {"closing": False, "started": time.time()}
+    state = {"closing": False, "started": time.time(), "deadline": None, "pending_rewards": 0}
     # reward requests run TesterReward, which blocks on its cells: one thread each while they
     # wait (asyncio's default pool has cores + 4 threads, too few for OpenRLHF's one-sample
     # requests); the queue bounds how many can wait
@@ -120,28 +126,40 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
             if msg["type"] == "http.disconnect":
                 return
 
+    def shutting_down(message: str = "the server is shutting down") -> HTTPError:
+        return HTTPError(503, message, "shutting_down", {"Retry-After": "5",
+                                                         "Connection": "close"})
+
     async def wait(request: Request, fut, cancel) -> Any:
-        """The future's result, or _ClientGone (after cancelling) when the client leaves."""
+        """The future's result, or _ClientGone (after cancelling) when the client leaves. A
+        handler cancelled (uvicorn's shutdown timeout) cancels the request too."""
         wrapped = asyncio.wrap_future(fut)
         gone = asyncio.ensure_future(until_disconnect(request))
         try:
             done, _ = await asyncio.wait({wrapped, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            cancel()
+            raise
         finally:
             gone.cancel()
         if wrapped in done:
-            return wrapped.result()
+            try:
+                return wrapped.result()
+            except ShuttingDown as e:
+                raise shutting_down(str(e)) from None
         cancel()
         wrapped.cancel()
         raise _ClientGone()
 
     def submit(jobs) -> Any:
         if state["closing"]:
-            raise HTTPError(503, "the server is shutting down", "shutting_down",
-                            {"Retry-After": "5", "Connection": "close"})
+            raise shutting_down()
         try:
             return dispatcher.submit(jobs)
         except TooLarge as e:
             raise HTTPError(413, str(e), "too_large") from None
+        except ShuttingDown as e:
+            raise shutting_down(str(e)) from None
         except QueueFull as e:
             raise HTTPError(429, str(e), "queue_full",
                             {"Retry-After": str(e.retry_after)}) from None
@@ -187,20 +205,53 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
         if rewards is None:
             raise HTTPError(404, "this server loads no problems: start it with --problems "
                             "(and --tester for a tester's reward)", "no_rewards")
-        body = await read_json(request)
+        if state["closing"]:
+            raise shutting_down()
+        # bounded: each one holds its parsed body and a thread while it is scored
+        if state["pending_rewards"] >= opts.max_pending_rewards:
+            raise HTTPError(429, f"{state['pending_rewards']} reward requests are being scored; "
+                            f"this server scores at most {opts.max_pending_rewards} at once",
+                            "queue_full", {"Retry-After": "1"})
+        state["pending_rewards"] += 1
+        hold: dict = {}
+
+        def release(_=None):
+            state["pending_rewards"] -= 1
+
         try:
-            texts, tasks = rewards.parse(body, opts.max_reward_items)
+            return await score_reward(request, hold)
+        finally:
+            # counted until its thread is done, not only until it is answered (a client gone)
+            task = hold.get("task")
+            if task is None or task.done():
+                release()
+            else:
+                task.add_done_callback(release)
+
+    async def score_reward(request: Request, hold: dict):
+        body = await read_json(request)
+        try:  # parsing thousands of labels takes a while: off the event loop
+            texts, tasks, mismatch = await asyncio.to_thread(
+                rewards.parse, body, opts.max_reward_items, opts.max_query_chars)
         except RewardError as e:
             raise HTTPError(400, str(e), "malformed") from None
+        except RewardLimit as e:
+            raise HTTPError(429, str(e), "queue_full", {"Retry-After": "5"}) from None
+        del body
         if state["closing"]:
-            raise HTTPError(503, "the server is shutting down", "shutting_down",
-                            {"Retry-After": "5"})
+            raise shutting_down()
         runner = _Runner(dispatcher)
         task = asyncio.get_running_loop().run_in_executor(reward_pool, rewards.score, texts,
                                                            tasks, runner)
+        hold["task"] = task
+        # retrieved even when nobody waits for it any more (client gone, shutdown)
+        task.add_done_callback(lambda f: f.cancelled() or f.exception())
         gone = asyncio.ensure_future(until_disconnect(request))
         try:
             done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            runner.cancel()
+            raise
         finally:
             gone.cancel()
         if task not in done:
@@ -210,14 +261,22 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
             values = task.result()
         except TooLarge as e:
             raise HTTPError(413, str(e), "too_large") from None
+        except RewardLimit as e:
+            raise HTTPError(429, str(e), "queue_full", {"Retry-After": "5"}) from None
+        except ShuttingDown as e:
+            raise shutting_down(str(e)) from None
         except QueueFull as e:
             raise HTTPError(429, str(e), "queue_full", {"Retry-After": str(e.retry_after)}
                             ) from None
         rewards_out = [0.0 if v is None else float(v) for v in values]
         return {"rewards": rewards_out, "scores": rewards_out,
-                "extra_logs": {"no_signal": [v is None for v in values]}}
+                "extra_logs": {"no_signal": [v is None for v in values],
+                               "prompt_mismatch": mismatch}}
 
     async def health(request: Request):
+        status = "closing" if state["closing"] else "ok"
+        if opts.token and not request.scope.get("coevo_authorized"):
+            return {"status": status}  # the deployment's details only to token holders
         return {"status": "closing" if state["closing"] else "ok", "backend": opts.backend,
                 "slots": opts.slots, "launcher": opts.launcher,
                 "queue_requests": dispatcher.queued_requests,
@@ -266,32 +325,95 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
         Route("/v1/ping", endpoint("ping", ping), methods=["GET"]),
     ]
 
+    def begin_shutdown() -> None:
+        """At the signal (SIGINT/SIGTERM): new requests get 503 from now on; what is still
+        unanswered when the grace runs out is dropped and answered 503."""
+        if state["closing"]:
+            return
+        state["closing"] = True
+        state["deadline"] = time.monotonic() + opts.grace_s
+        timer = threading.Timer(opts.grace_s, dispatcher.abort)
+        timer.daemon = True
+        timer.start()
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
-        state["closing"] = True
-        await asyncio.to_thread(dispatcher.wait_idle, 60)
-        reward_pool.shutdown(wait=False)
+        begin_shutdown()  # a shutdown without a signal (tests, an embedding)
+        left = max(0.0, state["deadline"] - time.monotonic())
+        await asyncio.to_thread(dispatcher.wait_idle, left)
+        dispatcher.abort()
+        reward_pool.shutdown(wait=False, cancel_futures=True)
         if on_shutdown is not None:
             await asyncio.to_thread(on_shutdown)
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.metrics = metrics
     app.state.flags = state
+    app.state.begin_shutdown = begin_shutdown
     return TokenGate(app, opts.token, metrics)
 
 
+def _loopback_host(value: str) -> bool:
+    """Whether a Host header names this machine's loopback (with or without a port)."""
+    host = value.strip().lower()
+    if host.startswith("["):
+        host = host[1:].partition("]")[0]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    if host in ("localhost", "localhost.") or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class TokenGate:
-    """ASGI middleware: with a token, every path but /health and /v1/ping needs it, as
-    ``Authorization: Bearer TOKEN``, ``X-Coevo-Token: TOKEN`` or a path prefix ``/t/TOKEN/``
-    (for clients that send no headers: SandboxFusion's, veRL's, OpenRLHF's)."""
+    """ASGI middleware in front of every request.
+
+    A browser's request is refused (403): one with an ``Origin`` header (a web page's fetch or
+    form), and, without a token, one whose ``Host`` is not a loopback name (DNS rebinding: a page
+    of attacker.example resolved to 127.0.0.1). A POST must declare its body
+    ``application/json`` (415), which a page cannot send cross-origin without a preflight.
+
+    With a token, every path but /health and /v1/ping needs it, as ``Authorization: Bearer
+    TOKEN``, ``X-Coevo-Token: TOKEN`` or a path prefix ``/t/TOKEN/`` (for clients that send no
+    headers: SandboxFusion's, veRL's, OpenRLHF's); /health then tells callers without it only
+    its status."""
 
     def __init__(self, app, token: str | None, metrics: _Metrics):
         self.app, self.token, self.metrics = app, token, metrics
         self.state = app.state
 
+    async def _refuse(self, scope, receive, send, status: int, kind: str, message: str,
+                      headers: dict | None = None):
+        self.metrics.errors.labels(kind).inc()
+        self.metrics.requests.labels(kind, str(status)).inc()
+        resp = JSONResponse({"error": message}, status_code=status, headers=headers)
+        await resp(scope, receive, send)
+
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or not self.token:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {}
+        for k, v in scope.get("headers", []):
+            headers.setdefault(k, v.decode("latin-1"))
+        if b"origin" in headers:
+            return await self._refuse(scope, receive, send, 403, "forbidden",
+                                      "requests from web pages (an Origin header) are refused")
+        if not self.token and not _loopback_host(headers.get(b"host", "localhost")):
+            return await self._refuse(scope, receive, send, 403, "forbidden",
+                                      "without a token this server answers only requests to a "
+                                      "loopback host name (Host: 127.0.0.1 or localhost)")
+        if scope.get("method") == "POST":
+            ctype = headers.get(b"content-type", "").split(";")[0].strip().lower()
+            if ctype != "application/json" and not (ctype.startswith("application/")
+                                                    and ctype.endswith("+json")):
+                return await self._refuse(scope, receive, send, 415, "malformed",
+                                          "the body must be sent as Content-Type: "
+                                          f"application/json (got {ctype or 'none'!r})")
+        if not self.token:
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
         given = None
@@ -300,18 +422,15 @@ class TokenGate:
             given, _, tail = rest.partition("/")
             scope = dict(scope, path="/" + tail, raw_path=("/" + tail).encode())
             path = "/" + tail
-        else:
-            for k, v in scope.get("headers", []):
-                if k == b"authorization" and v[:7].lower() == b"bearer ":
-                    given = v[7:].decode("latin-1").strip()
-                elif k == b"x-coevo-token":
-                    given = v.decode("latin-1").strip()
-        if path in OPEN_PATHS or (given is not None and hmac.compare_digest(
-                given.encode(), self.token.encode())):
-            return await self.app(scope, receive, send)
-        self.metrics.errors.labels("unauthorized").inc()
-        self.metrics.requests.labels("unauthorized", "401").inc()
-        resp = JSONResponse({"error": "a token is required: Authorization: Bearer TOKEN, "
-                             "X-Coevo-Token, or the path prefix /t/TOKEN/"}, status_code=401,
-                            headers={"WWW-Authenticate": "Bearer"})
-        await resp(scope, receive, send)
+        elif b"authorization" in headers and headers[b"authorization"][:7].lower() == "bearer ":
+            given = headers[b"authorization"][7:].strip()
+        elif b"x-coevo-token" in headers:
+            given = headers[b"x-coevo-token"].strip()
+        authorized = given is not None and hmac.compare_digest(
+            given.encode("utf-8", "surrogateescape"), self.token.encode())
+        if authorized or path in OPEN_PATHS:
+            return await self.app(dict(scope, coevo_authorized=authorized), receive, send)
+        return await self._refuse(scope, receive, send, 401, "unauthorized",
+                                  "a token is required: Authorization: Bearer TOKEN, "
+                                  "X-Coevo-Token, or the path prefix /t/TOKEN/",
+                                  {"WWW-Authenticate": "Bearer"})

@@ -40,6 +40,16 @@ class TooLarge(ValueError):
     """A request above the server's per-request maxima."""
 
 
+class ShuttingDown(Exception):
+    """The server stopped before the request was answered (its grace ran out)."""
+
+
+# characters of output a cell can send back with return_outputs (the sandbox's cap), the unit of
+# the response-size accounting
+OUTPUT_CELL_CHARS = 65536
+_LIMIT_KEYS = ("time_limit_s", "wall_limit_s", "memory_limit_mb", "output_limit_mb")
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """The server's maxima; a job asking for more gets them (clamped), never an error."""
@@ -51,6 +61,25 @@ class Limits:
     cells_per_request: int = 100_000
     queue_cells: int = 1_000_000
     queue_requests: int = 1024
+    jobs_per_request: int = 4096          # malformed jobs count too
+    output_bytes_per_request: int = 64 << 20   # cells with return_outputs x 64 Ki
+    queue_output_bytes: int = 512 << 20       # the same over every queued request
+
+    def clamp_raw(self, raw: Any) -> Any:
+        """A job dict with its limits above the server's maxima lowered to them, before
+        parse_job (whose absolute ranges would otherwise refuse what the server clamps)."""
+        if not isinstance(raw, dict):
+            return raw
+        top = dict(zip(_LIMIT_KEYS, (self.time_limit_s, self.wall_limit_s,
+                                     self.memory_limit_mb, self.output_limit_mb)))
+        out = None
+        for k, hi in top.items():
+            v = raw.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and (
+                    isinstance(v, int) or v == v) and v > hi:
+                out = out if out is not None else dict(raw)
+                out[k] = hi
+        return raw if out is None else out
 
     def clamp(self, job: Job) -> Job:
         t = min(job.time_limit_s, self.time_limit_s)
@@ -62,7 +91,7 @@ class Limits:
 
 class _Request:
     __slots__ = ("future", "results", "states", "pieces", "left", "cells", "cancelled",
-                 "t0", "t_first", "started")
+                 "t0", "t_first", "started", "out_bytes")
 
     def __init__(self):
         self.future: concurrent.futures.Future = concurrent.futures.Future()
@@ -75,6 +104,7 @@ class _Request:
         self.t0 = time.monotonic()
         self.t_first: float | None = None
         self.started = 0
+        self.out_bytes = 0               # what its returned outputs may weigh
 
 
 class Dispatcher:
@@ -97,6 +127,7 @@ class Dispatcher:
         self.queued_requests = 0
         self.inflight_pieces = 0
         self.cancelled_cells = 0
+        self.queued_output_bytes = 0
         self._stop = False
         self._live: dict[int, _Request] = {}  # id(future) -> request, while queued or running
         self._workers = [threading.Thread(target=self._work, args=(ex,), daemon=True,
@@ -109,24 +140,38 @@ class Dispatcher:
     def submit(self, jobs: list[Any]) -> concurrent.futures.Future:
         """A future of one result per job, in order (``docs/EXECUTION.md``'s results). Raises
         :class:`TooLarge` or :class:`QueueFull` before anything is queued."""
+        if len(jobs) > self.limits.jobs_per_request:
+            raise TooLarge(f"the request has {len(jobs)} jobs; this server takes at most "
+                           f"{self.limits.jobs_per_request} per request")
         req = _Request()
-        cells = 0
+        cells = out_bytes = 0
         for raw in jobs:
             jid = raw.get("id") if isinstance(raw, dict) else None
+            if not isinstance(jid, (str, int, float, type(None))) or (
+                    isinstance(jid, str) and len(jid) > 1024):
+                jid = None  # an id is echoed back: no object or megabyte string
             try:
-                job = self.limits.clamp(parse_job(raw))
+                job = self.limits.clamp(parse_job(self.limits.clamp_raw(raw)))
             except JobError as e:
                 req.results.append({"id": jid, "error": str(e)})
                 req.states.append(None)
                 continue
             n, t = job.shape
             cells += n * t
+            if job.return_outputs:
+                out_bytes += n * t * OUTPUT_CELL_CHARS
             req.results.append(None)
             req.states.append(job)
         if cells > self.limits.cells_per_request:
             raise TooLarge(f"the request has {cells} cells; this server takes at most "
                            f"{self.limits.cells_per_request} per request")
+        if out_bytes > self.limits.output_bytes_per_request:
+            raise TooLarge(f"the request asks outputs back for {out_bytes // OUTPUT_CELL_CHARS} "
+                           f"cells (up to 64 Ki characters each); this server returns at most "
+                           f"{self.limits.output_bytes_per_request // OUTPUT_CELL_CHARS} per "
+                           "request")
         req.cells = cells
+        req.out_bytes = out_bytes
         # on an idle server, small requests in smaller pieces, so that a slow row (a loop times
         # every test) spreads over the slots, as the executor does with a small batch; with work
         # waiting, whole pieces (each piece is one executor unit, and a unit costs a round trip)
@@ -157,15 +202,18 @@ class Dispatcher:
             return req.future
         with self._cv:
             if self._stop:
-                raise QueueFull("the server is shutting down", retry_after=5)
+                raise ShuttingDown("the server is shutting down")
             if self.queued_requests >= self.limits.queue_requests or (
-                    self.queued_cells and self.queued_cells + cells > self.limits.queue_cells):
+                    self.queued_cells and self.queued_cells + cells > self.limits.queue_cells) or (
+                    self.queued_output_bytes and self.queued_output_bytes + out_bytes
+                    > self.limits.queue_output_bytes):
                 raise QueueFull(f"the queue is full ({self.queued_requests} requests, "
                                 f"{self.queued_cells} cells waiting)",
                                 retry_after=self._retry_after())
             req.pieces.extend(pieces)
             req.left = len(pieces)
             self.queued_cells += cells
+            self.queued_output_bytes += out_bytes
             self.waiting_cells += sum(b - a for _, _, a, b in pieces)
             self.queued_requests += 1
             self._ring.append(req)
@@ -221,7 +269,7 @@ class Dispatcher:
             with self._cv:
                 while not self._ring and not self._stop:
                     self._cv.wait()
-                if self._stop and not self._ring:
+                if self._stop:  # shutting down: what still waits was failed by abort()
                     return
                 batch = self._take()
             jobs = []
@@ -259,6 +307,7 @@ class Dispatcher:
 
     def _release(self, req: _Request) -> None:
         self.queued_cells -= req.cells
+        self.queued_output_bytes -= req.out_bytes
         self.queued_requests -= 1
         self._live.pop(id(req.future), None)
         self._cv.notify_all()
@@ -297,9 +346,33 @@ class Dispatcher:
                 self._cv.wait(left)
         return True
 
-    def close(self) -> None:
+    def abort(self) -> int:
+        """Stop taking pieces and fail every request not yet answered with
+        :class:`ShuttingDown` (the grace ran out); pieces running finish and are discarded.
+        The requests failed."""
         with self._cv:
             self._stop = True
+            reqs = list(self._live.values())
+            for req in reqs:
+                req.cancelled = True
+                dropped = sum(b - a for _, _, a, b in req.pieces)
+                self.waiting_cells -= dropped
+                req.left -= len(req.pieces)
+                req.pieces.clear()
+                if req.left == 0:
+                    self._release(req)
+            self._ring.clear()
             self._cv.notify_all()
+        for req in reqs:
+            if not req.future.done():
+                req.future.set_exception(ShuttingDown("the server shut down before this "
+                                                      "request was answered"))
+        return len(reqs)
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Stop the workers without running what still waits (see :meth:`abort`); a worker
+        inside a piece is waited for up to ``timeout`` seconds (closing the executors ends it)."""
+        self.abort()
+        deadline = None if timeout is None else time.monotonic() + timeout
         for w in self._workers:
-            w.join()
+            w.join(None if deadline is None else max(0.0, deadline - time.monotonic()))

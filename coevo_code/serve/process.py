@@ -12,6 +12,10 @@ import tempfile
 import time
 
 
+def _sandbox(cmd: list[str]) -> bool:
+    return "-c" in cmd and "coevo_sandbox" in " ".join(cmd[cmd.index("-c"):][:2])
+
+
 class ServeProcess:
     """``with ServeProcess(["--slots", "2"]) as s: httpx.get(s.url + "/health")``."""
 
@@ -60,8 +64,8 @@ class ServeProcess:
                 parent = c.parent().cmdline() if c.parent() else []
             except psutil.Error:
                 continue
-            if "coevo_sandbox" in " ".join(cmd[:4]) and "coevo_sandbox" not in " ".join(
-                    parent[:4]):
+            # python [-s -P ...] -c SCRIPT: the script, whatever flags come before it
+            if _sandbox(cmd) and not _sandbox(parent):
                 out.append(c.pid)
         return out
 

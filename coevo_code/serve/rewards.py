@@ -15,14 +15,20 @@ A label names the problem:
 
 The reward of a completion: the gold reward (the share of the problem's first ``max_tests`` gold
 tests it passes, ``TesterReward.from_gold``), or with a tester model, CURE's reward on the
-tests the tester wrote for the problem (written once per problem and kept, keyed by task id, or
-for a problem given in the request by a hash of it). None (the tester wrote no usable test) is
+tests the tester wrote for the problem (written once per problem and kept, keyed by
+``benchmark:task_id``, or for a problem given in the request by ``request:`` and a hash of it).
+Problems are keyed by benchmark inside, so two loaded benchmarks that share task ids (humaneval
+and humanevalplus) each keep their own tests. With a tester, a request may bring at most
+``max_new_per_request`` problems the tester has not seen, and at most ``max_inline`` problems
+given in requests are kept (the oldest forgotten first). None (the tester wrote no usable test) is
 sent as 0.0 with ``no_signal`` true at its index.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
+import dataclasses
 import hashlib
 import json
 import threading
@@ -31,12 +37,19 @@ from typing import Any, Sequence
 from ..tasks.model import LoaderError, Task, TestCase
 from ..training.tester_reward import TesterReward
 
+# where an assistant's turn starts in a decoded chat (ChatML, Llama 3, DeepSeek, Mistral, Phi)
+ASSISTANT_MARKS = ("<|im_start|>assistant", "<|start_header_id|>assistant<|end_header_id|>",
+                   "<｜Assistant｜>", "[/INST]", "<|assistant|>")
 END_MARKS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>",
              "<｜end▁of▁sentence｜>")
 
 
 class RewardError(ValueError):
     """A malformed reward request: the message is the one-line reason."""
+
+
+class RewardLimit(Exception):
+    """A request above what the tester may generate for it now (answered 429)."""
 
 
 class _Runner:
@@ -107,8 +120,14 @@ class Rewards:
     """The reward service: loaded problems, the gold reward and (optionally) a tester's."""
 
     def __init__(self, tasksets: dict[str, Sequence[Task]], max_tests: int = 1_000_000,
-                 engine=None, k_tests: int = 8, cache_path=None):
-        self.by_bench = {name: {t.id: t for t in tasks} for name, tasks in tasksets.items()}
+                 engine=None, k_tests: int = 8, cache_path=None, max_new_per_request: int = 8,
+                 max_inline: int = 1024):
+        if "request" in tasksets:
+            raise ValueError("a benchmark cannot be named 'request' (problems given in requests "
+                             "are keyed request:HASH)")
+        # keyed inside by benchmark:task_id, so that benchmarks sharing ids keep their own tests
+        self.by_bench = {name: {t.id: dataclasses.replace(t, id=f"{name}:{t.id}") for t in tasks}
+                         for name, tasks in tasksets.items()}
         self.by_id: dict[str, list[Task]] = {}
         for tasks in self.by_bench.values():
             for tid, t in tasks.items():
@@ -119,6 +138,8 @@ class Rewards:
         self.tester = None
         self._gen_lock = threading.Lock()
         self.generated = 0  # problems whose tests the tester model wrote (not from its cache)
+        self.max_new_per_request, self.max_inline = max_new_per_request, max_inline
+        self._inline: collections.OrderedDict[str, None] = collections.OrderedDict()
         if engine is not None:
             self.tester = TesterReward(every, engine=engine, k_tests=k_tests,
                                        cache_path=cache_path)
@@ -171,18 +192,42 @@ class Rewards:
     # ---- the request -----------------------------------------------------------------------------
     @staticmethod
     def completion(query: str, prompt: str | None) -> str:
-        text = query[len(prompt):] if prompt and query.startswith(prompt) else query
-        text = text.rstrip()
-        changed = True
-        while changed:
-            changed = False
-            for m in END_MARKS:
-                if text.endswith(m):
-                    text = text[:-len(m)].rstrip()
-                    changed = True
-        return text
+        return Rewards.split(query, prompt)[0]
 
-    def parse(self, body: Any, max_items: int) -> tuple[list[str], list[Task]]:
+    @staticmethod
+    def split(query: str, prompt: str | None) -> tuple[str, bool]:
+        """The response: the query after its prompt, less the end-of-turn marks and spaces at
+        its end (found from the end and cut once: linear in the query's length); and whether
+        the prompt was given but did not begin the query (a decoding that differs). Then the
+        response is what follows the query's last assistant mark, or, with none, the query
+        after as many characters as the prompt has: not the whole query, whose prompt may hold
+        code that passes."""
+        mismatch = False
+        if not prompt:
+            start = 0
+        elif query.startswith(prompt):
+            start = len(prompt)
+        else:
+            mismatch = True
+            found = [k + len(m) for m in ASSISTANT_MARKS if (k := query.rfind(m)) >= 0]
+            start = max(found) if found else min(len(prompt), len(query))
+        end = len(query)
+        while end > start:
+            if query[end - 1].isspace():
+                end -= 1
+                continue
+            for m in END_MARKS:
+                if end - len(m) >= start and query.startswith(m, end - len(m)):
+                    end -= len(m)
+                    break
+            else:
+                break
+        return query[start:end], mismatch
+
+    def parse(self, body: Any, max_items: int, max_chars: int = 1 << 20
+              ) -> tuple[list[str], list[Task], list[bool]]:
+        """The completions, their problems, and for each whether its prompt did not begin its
+        query (see :meth:`split`)."""
         if not isinstance(body, dict):
             raise RewardError("the request must be a JSON object with 'query' and 'labels'")
         queries = body.get("query", body.get("queries"))
@@ -191,25 +236,37 @@ class Rewards:
         if completions is None:
             if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
                 raise RewardError("'query' must be a list of strings")
+            self._check_lengths(queries, "query", max_chars)
             prompts = body.get("prompts")
             if prompts is None:
                 prompts = [None] * len(queries)
             if not isinstance(prompts, list) or len(prompts) != len(queries):
                 raise RewardError(f"'prompts' must be a list as long as 'query' ({len(queries)})")
-            texts = [self.completion(q, p if isinstance(p, str) else None)
+            split = [self.split(q, p if isinstance(p, str) else None)
                      for q, p in zip(queries, prompts)]
+            texts = [t for t, _ in split]
+            mismatch = [m for _, m in split]
         else:
             if not isinstance(completions, list) or not all(isinstance(c, str)
                                                             for c in completions):
                 raise RewardError("'completions' must be a list of strings")
+            self._check_lengths(completions, "completions", max_chars)
             texts = list(completions)
+            mismatch = [False] * len(texts)
         if not isinstance(labels, list) or len(labels) != len(texts):
             raise RewardError(f"'labels' must be a list with one label per query ({len(texts)})")
         if len(texts) > max_items:
             raise RewardError(f"the request has {len(texts)} completions; this server takes at "
                               f"most {max_items} per request")
         tasks = [self.resolve(label, f"labels[{i}]") for i, label in enumerate(labels)]
-        return texts, tasks
+        return texts, tasks, mismatch
+
+    @staticmethod
+    def _check_lengths(items: list, name: str, max_chars: int) -> None:
+        for i, x in enumerate(items):
+            if len(x) > max_chars:
+                raise RewardError(f"{name}[{i}] has {len(x)} characters; this server takes at "
+                                  f"most {max_chars}")
 
     def score(self, texts: list[str], tasks: list[Task], runner: _Runner) -> list:
         """The rewards (None: no signal), computed by a TesterReward on ``runner``."""
@@ -226,11 +283,40 @@ class Rewards:
                     reward.tests = dict(reward.tests)
                     reward.tests[t.id] = list(t.tests[:self.max_tests])
         if self.tester is not None:
-            with self._gen_lock:              # one engine: one generation at a time
-                self.tester.tasks.update({t.id: t for t in tasks})
-                cache, k = self.tester.cache, self.tester.k_tests
-                self.generated += sum(1 for tid in {t.id for t in tasks} - set(self.tester.tests)
-                                      if cache is None or cache.get(tid, "test", k) is None)
-                self.tester.tests_for([t.id for t in tasks])
-            reward.tests = self.tester.tests
+            reward.tests = self._tester_tests(tasks, runner)
         return reward(completions=texts, task_id=[t.id for t in tasks])
+
+    def _tester_tests(self, tasks: list[Task], runner: _Runner | None = None
+                      ) -> dict[str, list]:
+        """The tester's tests for these problems (written now for those it has none of), as a
+        dict of this request's own. The shared tester's problems are never changed by a
+        request: the writing runs on a copy that sees the request's problems."""
+        tester = self.tester
+        with self._gen_lock:              # one engine: one generation at a time
+            if runner is not None and runner.cancelled:  # its client left while it waited
+                raise RewardError("the request was cancelled")
+            ids = list(dict.fromkeys(t.id for t in tasks))
+            new = [tid for tid in ids if tid not in tester.tests]
+            if len(new) > self.max_new_per_request:
+                raise RewardLimit(f"the request has {len(new)} problems the tester has no tests "
+                                  f"for yet; this server writes tests for at most "
+                                  f"{self.max_new_per_request} per request")
+            own = copy.copy(tester)
+            own.tasks = dict(tester.tasks)
+            own.tasks.update({t.id: t for t in tasks if t.id not in tester.tasks})
+            # own.tests is tester.tests: what is written is kept for every later request
+            cache, k = tester.cache, tester.k_tests
+            self.generated += sum(1 for tid in new if tid.startswith("request:") or cache is None
+                                  or cache.get(tid, "test", k) is None)
+            own.tests_for([tid for tid in ids if not tid.startswith("request:")])
+            own.cache = None  # problems given in requests: kept in memory only (bounded below)
+            own.tests_for([tid for tid in ids if tid.startswith("request:")])
+            out = {tid: tester.tests[tid] for tid in ids}
+            for t in tasks:                  # problems given in requests: the newest kept
+                if t.id.startswith("request:"):
+                    self._inline[t.id] = None
+                    self._inline.move_to_end(t.id)
+            while len(self._inline) > self.max_inline:
+                old, _ = self._inline.popitem(last=False)
+                tester.tests.pop(old, None)
+        return out

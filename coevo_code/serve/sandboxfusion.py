@@ -24,6 +24,7 @@ import base64
 import binascii
 import json
 import math
+import posixpath
 import secrets
 
 LANGUAGES = ("python", "python3")
@@ -75,11 +76,17 @@ def _fin():
 
 
 _a.register(_fin)
-for _n, _d in _F.items():
-    if _o.path.dirname(_n):
-        _o.makedirs(_o.path.dirname(_n), exist_ok=True)
-    with open(_n, "wb") as _h:
-        _h.write(_d)
+try:
+    for _n, _d in _F.items():
+        if _o.path.dirname(_n):
+            _o.makedirs(_o.path.dirname(_n), exist_ok=True)
+        with open(_n, "wb") as _h:
+            _h.write(_d)
+except BaseException as _x:
+    _R[0] = 1
+    print("coevo serve: the request's file %%r could not be written (%%s: %%s); the code did "
+          "not run" %% (_n, type(_x).__name__, _x), file=_s.stderr)
+    raise SystemExit(1)
 _m = _t.ModuleType("__main__")
 _m.__file__ = "main.py"
 _m.__builtins__ = __builtins__
@@ -151,6 +158,8 @@ def to_job(req) -> tuple[dict, str] | dict:
         if (not name or name.startswith("/") or "\x00" in name
                 or ".." in name.replace("\\", "/").split("/")):
             raise RunCodeError(f"files: {name!r} must be a relative path inside the work dir")
+        if name.endswith(("/", "\\")) or posixpath.normpath(name.replace("\\", "/")) == ".":
+            raise RunCodeError(f"files: {name!r} must name a file, not a directory")
         if not isinstance(content, str):
             raise RunCodeError(f"files[{name!r}] must be base64 text")
         try:
@@ -171,6 +180,22 @@ def to_job(req) -> tuple[dict, str] | dict:
     return job, marker
 
 
+def _trailer(text: str) -> dict | None:
+    """The wrapper's trailer, or None where it is not one the wrapper writes (the program
+    forged it): ``{"rc": int, "stderr": str, "files": {str: str}}``."""
+    try:
+        t = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not (isinstance(t, dict) and isinstance(t.get("rc"), int)
+            and not isinstance(t.get("rc"), bool) and isinstance(t.get("stderr", ""), str)
+            and isinstance(t.get("files") or {}, dict)
+            and all(isinstance(k, str) and isinstance(v, str)
+                    for k, v in (t.get("files") or {}).items())):
+        return None
+    return t
+
+
 def from_result(result: dict, marker: str) -> dict:
     """SandboxFusion's response for the job's result."""
     if "error" in result:
@@ -181,10 +206,7 @@ def from_result(result: dict, marker: str) -> dict:
     trailer = None
     k = out.rfind(marker)
     if k >= 0:
-        try:
-            trailer = json.loads(out[k + len(marker):])
-        except ValueError:
-            trailer = None
+        trailer = _trailer(out[k + len(marker):])
         out = out[:k]
     if outcome == "sandbox_error":
         return response("SandboxError", "the sandbox could not run this program (its slot "
@@ -195,8 +217,7 @@ def from_result(result: dict, marker: str) -> dict:
                                        "return_code": None, "stdout": out,
                                        "stderr": (trailer or {}).get("stderr", "")})
     if trailer is not None:
-        rc, err, files = int(trailer.get("rc", 1)), trailer.get("stderr", ""), trailer.get(
-            "files") or {}
+        rc, err, files = trailer["rc"], trailer.get("stderr", ""), trailer.get("files") or {}
     else:
         rc = 0 if outcome in ("ok", "wrong_answer") else 1
         err, files = "", {}

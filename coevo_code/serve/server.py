@@ -81,7 +81,16 @@ def _server_class():
 
     class Server(uvicorn.Server):
         """uvicorn's server, whose SIGINT/SIGTERM handling (stop accepting, finish what is in
-        flight, run the shutdown) ends with exit status 0 instead of raising the signal again."""
+        flight, run the shutdown) ends with exit status 0 instead of raising the signal again,
+        and tells the application at the signal itself (``on_exit``), so that requests arriving
+        on open connections while in-flight ones finish get 503 and the grace starts then."""
+
+        on_exit = None
+
+        def handle_exit(self, sig, frame):
+            if self.on_exit is not None:
+                self.on_exit()
+            super().handle_exit(sig, frame)
 
         @contextlib.contextmanager
         def capture_signals(self):
@@ -101,9 +110,10 @@ def _server_class():
 
 def serve(sock: socket.socket, executors: list, limits: Limits, options, rewards=None,
           grace_s: float = 30.0, announce: Callable[[str], None] | None = None,
-          batch_cells: int | None = None) -> None:
+          batch_cells: int | None = None, max_connections: int | None = 1024) -> None:
     """Run until SIGINT/SIGTERM: then stop accepting, answer what is in flight (up to
-    ``grace_s``), close the executors."""
+    ``grace_s``: what is unanswered then gets 503 and its cells are dropped), close the
+    executors. Above ``max_connections`` open connections and requests uvicorn answers 503."""
     import uvicorn
 
     from .app import create_app
@@ -113,15 +123,21 @@ def serve(sock: socket.socket, executors: list, limits: Limits, options, rewards
     dispatcher = Dispatcher(executors, limits, batch_cells=batch_cells or (512 if ray else 16))
 
     def shutdown():
-        dispatcher.close()
+        dispatcher.abort()   # nothing more taken; a piece running ends with its executor
         for ex in executors:
             ex.close()
+        # a worker still inside a piece (its executor may try to restart the killed slot) is a
+        # daemon thread: not waited for long, it ends with the process
+        dispatcher.close(timeout=1)
 
+    options.grace_s = grace_s
     app = create_app(dispatcher, rewards, options, on_shutdown=shutdown)
+    # uvicorn cancels handlers a little after the grace: by then they have answered 503
     config = uvicorn.Config(app, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=grace_s, lifespan="on",
-                            limit_concurrency=None, timeout_keep_alive=30)
+                            timeout_graceful_shutdown=grace_s + 2, lifespan="on",
+                            limit_concurrency=max_connections, timeout_keep_alive=30)
     server = _Server(config)
+    server.on_exit = app.state.begin_shutdown
     host, port = sock.getsockname()[:2]
     if announce:
         announce(f"coevo serve: listening on http://{host}:{port} ({options.backend}, "
