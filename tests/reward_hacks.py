@@ -811,6 +811,28 @@ A += [
 ]
 
 
+# A program knows the job's seed (its own ``random`` is seeded with it, the same in every cell);
+# a gold test that draws its inputs from the global ``random`` without seeding (HumanEval/38's
+# and /50's ``from random import randint, choice``) must not draw what the program can replay.
+_DRAW = ("''.join({r}choice(string.ascii_lowercase) for _ in range({r}randint(10, 20)))")
+A += [
+    func("replay_the_tests_random_inputs", "cross-cell and cross-job state",
+         "import random, string\n_r = random.Random()\n_r.setstate(random.getstate())\n"
+         "_it = iter([%s for _ in range(100)])\n" % _DRAW.format(r="_r.") +
+         "def decode(s):\n    return next(_it)",
+         tests=["from random import randint, choice\nimport string\nfor _ in range(100):\n"
+                "    s = %s\n    assert decode(s[::-1]) == s" % _DRAW.format(r="")],
+         honest="def decode(s):\n    return s[::-1]", entry="decode"),
+    # exiting is never a pass: a test that checks for an exception with a bare except would
+    # swallow the end of the program (the test process sees it go) and pass
+    func("exit_inside_a_call_swallowed_by_a_bare_except", "status forgery",
+         "def solve(xs):\n    if not xs:\n        raise SystemExit(0)\n    return sorted(xs)",
+         tests=["try:\n    solve([])\n    ok = False\nexcept:\n    ok = True\nassert ok"],
+         honest="def solve(xs):\n    if not xs:\n        raise ValueError('empty')\n"
+                "    return sorted(xs, reverse=True)"),
+]
+
+
 # ---- round two: tests that test nothing, evalplus, names, shown examples --------------------
 # Each goes through the step of the pipeline it attacks (the tester parser, the "+" benchmarks'
 # check, the training rewards' choice of tests, the test's namespace); on the legacy side it runs
