@@ -157,6 +157,17 @@ def test_seeds_are_the_jobs_own_the_same_in_every_cell_slot_and_run(executor):
     assert a[0][0].split(" ", 2)[2] == fresh.strip()
 
 
+def test_a_hash_flood_program_is_refused_before_it_is_compiled(executor):
+    """The judge scans a long program for colliding constants on its parse tree, before it
+    compiles it (compiling them costs quadratic time, on the judge, per unit): this program's
+    ``return`` outside a function is an error only compile() finds, so a judge that compiled
+    first would call it a syntax error; an honest long program of distinct constants runs."""
+    flood = "xs = [%s]\nreturn 0" % ", ".join(str(k * (2 ** 61 - 1)) for k in range(1, 3001))
+    honest = "xs = [%s]\nprint(len(xs))" % ", ".join(str(k * 2 ** 40) for k in range(1, 3001))
+    res = executor.run([{"programs": [flood, honest], "tests": [{"input": "", "output": "3000"}]}])
+    assert res[0]["outcomes"] == [["runtime_error"], ["ok"]]
+
+
 def test_a_repeated_program_runs_once_and_its_copies_share_its_verdicts(executor):
     """k samples often repeat a program word for word: each text of a job runs once. Were the
     copies run, this program's random outputs would differ between them."""
