@@ -83,10 +83,21 @@ def test_decode_refuses_sets_and_mappings_of_colliding_hashes():
     keys = tuple(k * P61 for k in range(1, 2000))
     for tree in (("S", keys), ("F", keys), ("D", keys, keys), ("C", keys, keys),
                  ("DD", "int", keys, keys)):
-        with pytest.raises(CodecError, match="distinct hashes"):
+        with pytest.raises(CodecError, match="of one hash"):
             decode(tree, None)
     ok = tuple(range(5000))
     assert decode(("S", ok), None) == set(ok)
+    # honest values that collide in small groups: hash(2**k) repeats every 61 values of k, as
+    # does hash(2.0**k) and hash(0.5**k): 1,000 of them hold 61 groups of about 16
+    for powers in (tuple(2 ** k for k in range(1000)), tuple(2.0 ** k for k in range(1000)),
+                   tuple(0.5 ** k for k in range(1000))):
+        assert len(set(map(hash, powers))) <= 61
+        assert decode(("S", powers), None) == set(powers)
+        assert decode(("D", powers, powers), None) == dict(zip(powers, powers))
+        assert not hash_flood("x = {%s}" % ", ".join(map(repr, powers)))
+    # 65 items of one hash among many distinct ones: refused all the same
+    with pytest.raises(CodecError, match="65 of them of one hash"):
+        decode(("S", tuple(range(1, 5000)) + tuple(k * P61 for k in range(1, 66))), None)
 
 
 def test_marshal_walk_accepts_what_encode_makes_and_refuses_the_rest():
