@@ -623,6 +623,10 @@ A += [
            ["def f(x):\n    return 10 ** 5000 + 1", "def f(x):\n    return 10 ** 5000 + 1  # 2"],
            ["def f(x):\n    return 10 ** 5000 + 2"],
            setup="import sys\nsys.set_int_max_str_digits(0)"),
+    probes("out_digit_limit_lowered_by_the_setup", "label-free outputs",
+           ["def f(x):\n    return 10 ** 1000 + 1", "def f(x):\n    return [10 ** 1000 + 1][0]"],
+           ["def f(x):\n    return 10 ** 1000 + 2"],
+           setup="import sys\nsys.set_int_max_str_digits(640)"),
     probes("out_numpy_array_summarised", "label-free outputs",
            ["import numpy as np\ndef f(x):\n    return np.arange(5000)"],
            ["import numpy as np\ndef f(x):\n    a = np.arange(5000)\n    a[2500] = -1\n"

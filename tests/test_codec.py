@@ -52,9 +52,14 @@ def test_big_ints_compare_by_value_under_any_digit_limit():
         sys.set_int_max_str_digits(0)
         assert text(a) == canonical(a, 1 << 20)  # the same text with the limit lifted
         lifted = text([a, 1])
+        sys.set_int_max_str_digits(640)  # lowered (a setup may): the text is the same
+        c = 10 ** 1000
+        lowered = text([a, c, -c])
+        assert sys.get_int_max_str_digits() == 640  # and the limit is the program's again
     finally:
         sys.set_int_max_str_digits(old)
     assert lifted == text([a, 1])
+    assert lowered == text([a, c, -c]) and ast.literal_eval(lowered) == [a, c, -c]
 
 
 def test_text_is_bounded_by_its_budget_not_by_the_value_graph():

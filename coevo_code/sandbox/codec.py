@@ -308,7 +308,15 @@ class TooLarge(Exception):
 
 def _int_text(v):
     if v.bit_length() <= INT_DECIMAL_BITS:
-        return int.__repr__(v)
+        try:
+            return int.__repr__(v)
+        except ValueError:  # a setup or a program lowered sys.set_int_max_str_digits
+            old = sys.get_int_max_str_digits()
+            sys.set_int_max_str_digits(0)  # the same text wherever it is computed
+            try:
+                return int.__repr__(v)
+            finally:
+                sys.set_int_max_str_digits(old)
     return hex(v)  # linear, whatever sys.set_int_max_str_digits says; literal_eval reads it
 
 
