@@ -155,3 +155,17 @@ def test_os_read_of_fd0_reads_the_whole_input(executor, data):
     res = executor.run([{"programs": [prog], "tests": [
         {"input": data.decode(), "output": f"{len(data)} 0 {data.count(b'x')}\n"}]}])[0]
     assert res["outcomes"] == [["ok"]]
+
+
+def test_outputs_that_are_not_utf8_stay_apart(executor):
+    """A label-free vote compares the outputs returned: bytes that are not UTF-8 are kept as
+    the stdio rule compares them (surrogateescape), so ``\\xff``, ``\\xfe`` and a real U+FFFD
+    are three outputs (decoded with "replace" they were one), and the results stay JSON."""
+    import json
+    progs = ["import sys\nsys.stdout.buffer.write(b'\\xff')",
+             "import sys\nsys.stdout.buffer.write(b'\\xfe')", "print('\\ufffd', end='')"]
+    res = executor.run([{"programs": progs, "tests": [{"input": "", "output": "x"}],
+                         "return_outputs": True}])[0]
+    outs = [row[0] for row in res["outputs"]]
+    assert len(set(outs)) == 3 and outs[0].encode("utf-8", "surrogateescape") == b"\xff"
+    assert json.loads(json.dumps(res)) == res

@@ -241,8 +241,11 @@ def same_tokens(actual, expected):
 def stdio_output(out):
     """A stdio cell's output as returned: its text, or, past RETURN_OUTPUT_CAP characters, its
     token form (what the stdio rule compares) cut there with the SHA-256 of the whole token
-    form, so that no truncation decides whether two outputs are the same."""
-    text = out.decode("utf-8", "replace")
+    form, so that no truncation decides whether two outputs are the same. Bytes that are not
+    UTF-8 are kept apart as the stdio rule keeps them (surrogateescape: ``b"\\xff"``,
+    ``b"\\xfe"`` and a real U+FFFD are three outputs, not one); JSON writes them as
+    ``\\udcXX`` escapes."""
+    text = out.decode("utf-8", "surrogateescape")
     if len(text) <= RETURN_OUTPUT_CAP:
         return text
     return output_text(" ".join(text.split()))
