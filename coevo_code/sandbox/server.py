@@ -462,7 +462,8 @@ class Judge:
         if self.start_error is not None:
             return {"op": "hello", "error": self.start_error}
         return {"op": "hello", "pid": self.pid, "layers": self.layers,
-                "python": sys.version.split()[0], "preloaded": self.preloaded}
+                "python": sys.version.split()[0], "preloaded": self.preloaded,
+                "hash_seed": self.cfg.get("hash_seed_in_place")}
 
     # ---- the loop ------------------------------------------------------------------------------
     def serve(self):
@@ -784,15 +785,16 @@ def with_hash_seed(seed):
     strings would print it in another order on another slot. The seed is fixed when an
     interpreter starts, so the judge starts again, once, as ``python -s -P`` (-I less
     ``-E``) in the environment the launcher gave it with the seed added; every zygote and cell
-    forked from it inherits the seed. Returns only when the seed is in place (or the flags
-    cannot say: an interpreter before 3.11, which has no ``-P``)."""
+    forked from it inherits the seed. Returns True when the seed is in place, False when it
+    cannot be (an interpreter before 3.11 has no ``-P``; one not started with ``-c``): the
+    judge says so in its hello, and ``coevo doctor`` shows it."""
     seed = str(int(seed))
     if not sys.flags.ignore_environment and os.environ.get("PYTHONHASHSEED") == seed:
         os.environ.pop("PYTHONHASHSEED")  # the cells see the launcher's environment
-        return
+        return True
     argv = list(getattr(sys, "orig_argv", ()))
     if sys.version_info < (3, 11) or "-c" not in argv:
-        return
+        return False
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(PYTHONHASHSEED=seed, PYTHONDONTWRITEBYTECODE="1")
     rest = argv[argv.index("-c"):]
@@ -802,7 +804,9 @@ def with_hash_seed(seed):
 def main(cfg=None):
     if cfg is None:
         cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    if cfg.get("hash_seed", DEFAULT_HASH_SEED) is not None:
-        with_hash_seed(cfg.get("hash_seed", DEFAULT_HASH_SEED))
+    seed = cfg.get("hash_seed", DEFAULT_HASH_SEED)
+    cfg["hash_seed_in_place"] = None  # none asked for: a random one, as in any interpreter
+    if seed is not None:
+        cfg["hash_seed_in_place"] = with_hash_seed(seed)
     cfg.setdefault("workdir", "/tmp/coevo-slot")
     Judge(cfg).serve()
