@@ -358,8 +358,14 @@ class Executor(ExecutorBase):
             return True, "not fixed (hash_seed=None): each slot draws its own, as Python does"
         if all(s.hello.get("hash_seed") for s in self.slots):
             return True, f"PYTHONHASHSEED={self.hash_seed} in every slot"
-        return False, (f"PYTHONHASHSEED={self.hash_seed} could not be set (Python "
-                       f"{hello.get('python')} has no -P; needs 3.11+): each slot hashes "
+        py = str(hello.get("python"))
+        if "hash_seed" not in hello:
+            why = "the judge does not say whether it is in place"
+        elif tuple(int(x) for x in py.split(".")[:2] if x.isdigit()) < (3, 11):
+            why = f"Python {py} has no -P to restart the judge with it; needs 3.11+"
+        else:
+            why = "the judge could not restart itself with it"
+        return False, (f"PYTHONHASHSEED={self.hash_seed} not set ({why}): each slot hashes "
                        "strings with its own seed, so a label-free output that prints a set of "
                        "strings may differ between slots")
 
