@@ -15,6 +15,7 @@ import ast
 import json
 import marshal
 import os
+import re
 import resource
 import signal
 import socket
@@ -241,14 +242,24 @@ def same_tokens(actual, expected):
 def stdio_output(out):
     """A stdio cell's output as returned: its text, or, past RETURN_OUTPUT_CAP characters, its
     token form (what the stdio rule compares) cut there with the SHA-256 of the whole token
-    form, so that no truncation decides whether two outputs are the same. Bytes that are not
-    UTF-8 are kept apart as the stdio rule keeps them (surrogateescape: ``b"\\xff"``,
-    ``b"\\xfe"`` and a real U+FFFD are three outputs, not one); JSON writes them as
-    ``\\udcXX`` escapes."""
-    text = out.decode("utf-8", "surrogateescape")
+    form, so that no truncation decides whether two outputs are the same.
+
+    Bytes that are not UTF-8 are kept apart as the stdio rule keeps them, in text any JSON
+    encoder takes: each such byte is U+FFFD and its two hex digits, and a U+FFFD the program
+    wrote is doubled (so ``b"\\xff"``, ``b"\\xfe"`` and a real U+FFFD are three outputs;
+    decoding with "replace" made them one). Output that is UTF-8 and holds no U+FFFD is
+    returned as it is."""
+    try:
+        text = out.decode("utf-8").replace("\ufffd", "\ufffd\ufffd")
+    except UnicodeDecodeError:
+        text = out.decode("utf-8", "surrogateescape").replace("\ufffd", "\ufffd\ufffd")
+        text = _LONE_BYTE.sub(lambda m: "\ufffd%02x" % (ord(m.group()) - 0xDC00), text)
     if len(text) <= RETURN_OUTPUT_CAP:
         return text
     return output_text(" ".join(text.split()))
+
+
+_LONE_BYTE = re.compile("[\udc80-\udcff]")
 
 
 def status_text(status):
