@@ -544,13 +544,16 @@ class Judge:
         outputs = [""] * n if want_out else None
         cpu = [0.0] * n
         try:
-            # parsed once, scanned for a hash flood before it is compiled: compiling colliding
-            # constants costs quadratic time (40,000 colliding ints: seconds per unit)
-            tree = ast.parse(req["program"], "main.py")
-            if hash_flood(req["program"], tree):
-                return {"outcomes": [RUNTIME] * n, "outputs": outputs, "cpu": cpu,
-                        "detail": "the program's constants collide in hash"}
-            code = compile(tree, "main.py", "exec", dont_inherit=True)
+            # a long program is parsed once and scanned for a hash flood before it is compiled:
+            # compiling colliding constants costs quadratic time (40,000 colliding ints: seconds
+            # per unit); a short one cannot hold a flood (hash_flood), and is compiled directly
+            src = req["program"]
+            if len(src) > FLOOD_SCAN_BYTES:
+                src = ast.parse(src, "main.py")
+                if hash_flood(req["program"], src):
+                    return {"outcomes": [RUNTIME] * n, "outputs": outputs, "cpu": cpu,
+                            "detail": "the program's constants collide in hash"}
+            code = compile(src, "main.py", "exec", dont_inherit=True)
             setup = compile(req.get("setup") or "", "setup.py", "exec", dont_inherit=True)
             checker = None
             if req.get("checker"):
