@@ -46,6 +46,7 @@ class Plan:
     parents: dict[str, str] = field(default_factory=dict)  # controller -> parent directory
     why_not: dict[str, str] = field(default_factory=dict)  # controller -> reason it is off
 
+
 def _mounts() -> tuple[str | None, dict[str, tuple[str, str]]]:
     """(v2 mount point, {v1 controller: (mount point, mounted root)}) from mountinfo."""
     v2, v1 = None, {}
