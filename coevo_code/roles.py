@@ -313,7 +313,8 @@ def io_test(code: str, entry: str | None, class_based: bool = False,
     node = tree.body[0]
     try:
         if probe and isinstance(node, ast.Expr) and _entry_call(node.value, entry, class_based):
-            return ast.get_source_segment(code, node.value)
+            return _as_written(ast.get_source_segment(code, node.value), node.value,
+                               "{}", "({})")
         if not isinstance(node, ast.Assert):
             return None
         cmp = node.test
@@ -328,7 +329,25 @@ def io_test(code: str, entry: str | None, class_based: bool = False,
         return None
     if a is None or b is None:
         return None
-    return f"assert {a} == {b}"
+    return _as_written((a, b), cmp, "assert {} == {}", "assert ({}) == ({})")
+
+
+def _as_written(parts, node, *forms) -> str | None:
+    """The first of ``forms`` filled with the source segments ``parts`` that parses back to one
+    statement holding exactly ``node`` (a segment leaves out the parentheses around it:
+    ``("a"\n"b")`` is ``"a"\n"b"``, two statements once put on an assert line); else None."""
+    parts = parts if isinstance(parts, tuple) else (parts,)
+    want = ast.dump(node)
+    for form in forms:
+        text = form.format(*parts)
+        tree = _parse(text)
+        if tree is None or len(tree.body) != 1:
+            continue
+        got = tree.body[0]
+        got = got.test if isinstance(got, ast.Assert) else getattr(got, "value", None)
+        if got is not None and ast.dump(got) == want:
+            return text
+    return None
 
 
 def parse_failure_rate(parsed: Iterable) -> float:

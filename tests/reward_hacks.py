@@ -623,6 +623,10 @@ A += [
            ["def f(x):\n    return 10 ** 5000 + 1", "def f(x):\n    return 10 ** 5000 + 1  # 2"],
            ["def f(x):\n    return 10 ** 5000 + 2"],
            setup="import sys\nsys.set_int_max_str_digits(0)"),
+    probes("out_digit_limit_lowered_by_the_setup", "label-free outputs",
+           ["def f(x):\n    return 10 ** 1000 + 1", "def f(x):\n    return [10 ** 1000 + 1][0]"],
+           ["def f(x):\n    return 10 ** 1000 + 2"],
+           setup="import sys\nsys.set_int_max_str_digits(640)"),
     probes("out_numpy_array_summarised", "label-free outputs",
            ["import numpy as np\ndef f(x):\n    return np.arange(5000)"],
            ["import numpy as np\ndef f(x):\n    a = np.arange(5000)\n    a[2500] = -1\n"
@@ -808,6 +812,28 @@ A += [
               {"tests": [{"input": "\ud800\n", "output": "1\n"}]}),
     _bad_line("bad_input_huge_number_in_a_limit", {"time_limit_s": 10 ** 400}),
     _bad_line("bad_input_huge_memory_limit", {"memory_limit_mb": 10 ** 30}),
+]
+
+
+# A program knows the job's seed (its own ``random`` is seeded with it, the same in every cell);
+# a gold test that draws its inputs from the global ``random`` without seeding (HumanEval/38's
+# and /50's ``from random import randint, choice``) must not draw what the program can replay.
+_DRAW = ("''.join({r}choice(string.ascii_lowercase) for _ in range({r}randint(10, 20)))")
+A += [
+    func("replay_the_tests_random_inputs", "cross-cell and cross-job state",
+         "import random, string\n_r = random.Random()\n_r.setstate(random.getstate())\n"
+         "_it = iter([%s for _ in range(100)])\n" % _DRAW.format(r="_r.") +
+         "def decode(s):\n    return next(_it)",
+         tests=["from random import randint, choice\nimport string\nfor _ in range(100):\n"
+                "    s = %s\n    assert decode(s[::-1]) == s" % _DRAW.format(r="")],
+         honest="def decode(s):\n    return s[::-1]", entry="decode"),
+    # exiting is never a pass: a test that checks for an exception with a bare except would
+    # swallow the end of the program (the test process sees it go) and pass
+    func("exit_inside_a_call_swallowed_by_a_bare_except", "status forgery",
+         "def solve(xs):\n    if not xs:\n        raise SystemExit(0)\n    return sorted(xs)",
+         tests=["try:\n    solve([])\n    ok = False\nexcept:\n    ok = True\nassert ok"],
+         honest="def solve(xs):\n    if not xs:\n        raise ValueError('empty')\n"
+                "    return sorted(xs, reverse=True)"),
 ]
 
 

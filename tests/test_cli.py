@@ -112,3 +112,29 @@ def test_doctor_reports_layers():
     for layer in ("seccomp", "landlock", "rlimits", "uid"):
         assert layer in r.stdout
     assert "[on ] seccomp" in r.stdout
+    assert "[on ] hash seed" in r.stdout and "PYTHONHASHSEED=20241205 in every slot" in r.stdout
+
+
+def test_a_hash_seed_that_cannot_be_set_is_reported():
+    """The judge re-executes itself (``python -s -P -c``) to fix its string-hash seed; where it
+    cannot (Python 3.10 has no ``-P``; a judge not started with ``-c``) with_hash_seed says so
+    instead of returning as if the seed were in place (the judge's hello carries it to
+    ``coevo doctor``)."""
+    import os
+    import tempfile
+    from pathlib import Path
+    repo = str(Path(__file__).resolve().parents[1])
+    code = (f"import sys\nsys.path.insert(0, {repo!r})\n"
+            "from coevo_code.sandbox.server import with_hash_seed\n"
+            "print(with_hash_seed(7), hash('abc'))")
+    with tempfile.TemporaryDirectory() as d:
+        script = Path(d, "judge.py")
+        script.write_text(code)
+        r = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True,
+                           timeout=60)
+    assert r.stdout.split()[0] == "False", r.stderr
+    r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                       timeout=60)  # re-executed with the seed
+    fresh = subprocess.run([sys.executable, "-c", "print(hash('abc'))"], capture_output=True,
+                           text=True, env=dict(os.environ, PYTHONHASHSEED="7"), timeout=60)
+    assert r.stdout.split() == ["True", fresh.stdout.strip()], r.stderr

@@ -52,9 +52,14 @@ def test_big_ints_compare_by_value_under_any_digit_limit():
         sys.set_int_max_str_digits(0)
         assert text(a) == canonical(a, 1 << 20)  # the same text with the limit lifted
         lifted = text([a, 1])
+        sys.set_int_max_str_digits(640)  # lowered (a setup may): the text is the same
+        c = 10 ** 1000
+        lowered = text([a, c, -c])
+        assert sys.get_int_max_str_digits() == 640  # and the limit is the program's again
     finally:
         sys.set_int_max_str_digits(old)
     assert lifted == text([a, 1])
+    assert lowered == text([a, c, -c]) and ast.literal_eval(lowered) == [a, c, -c]
 
 
 def test_text_is_bounded_by_its_budget_not_by_the_value_graph():
@@ -83,10 +88,21 @@ def test_decode_refuses_sets_and_mappings_of_colliding_hashes():
     keys = tuple(k * P61 for k in range(1, 2000))
     for tree in (("S", keys), ("F", keys), ("D", keys, keys), ("C", keys, keys),
                  ("DD", "int", keys, keys)):
-        with pytest.raises(CodecError, match="distinct hashes"):
+        with pytest.raises(CodecError, match="of one hash"):
             decode(tree, None)
     ok = tuple(range(5000))
     assert decode(("S", ok), None) == set(ok)
+    # honest values that collide in small groups: hash(2**k) repeats every 61 values of k, as
+    # does hash(2.0**k) and hash(0.5**k): 1,000 of them hold 61 groups of about 16
+    for powers in (tuple(2 ** k for k in range(1000)), tuple(2.0 ** k for k in range(1000)),
+                   tuple(0.5 ** k for k in range(1000))):
+        assert len(set(map(hash, powers))) <= 61
+        assert decode(("S", powers), None) == set(powers)
+        assert decode(("D", powers, powers), None) == dict(zip(powers, powers))
+        assert not hash_flood("x = {%s}" % ", ".join(map(repr, powers)))
+    # 65 items of one hash among many distinct ones: refused all the same
+    with pytest.raises(CodecError, match="65 of them of one hash"):
+        decode(("S", tuple(range(1, 5000)) + tuple(k * P61 for k in range(1, 66))), None)
 
 
 def test_marshal_walk_accepts_what_encode_makes_and_refuses_the_rest():

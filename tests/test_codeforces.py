@@ -161,6 +161,28 @@ def test_file_input_problem(cf_file, executor):
     assert check_tasks(load_tasks("codeforces", cf_file), executor).per_problem[0].skipped
 
 
+def test_file_mode_never_compiles_a_hash_flood_on_the_host(monkeypatch):
+    """parse_job wraps file-mode programs on the host (unsandboxed, no CPU limit, holding the
+    GIL): a program of colliding constants, whose compile costs quadratic time, is wrapped
+    without being compiled there (its cell compiles it, on its own budget); others are still
+    compiled, so that one only compile() rejects keeps its syntax_error."""
+    from coevo_code.execution import fileio
+    compiled = []
+
+    def spy(src, *a, **k):
+        compiled.append(src)
+        return compile(src, *a, **k)
+
+    monkeypatch.setattr(fileio, "compile", spy, raising=False)
+    flood = "xs = [%s]\nprint(len(xs))" % ", ".join(str(k * (2 ** 61 - 1))
+                                                  for k in range(1, 3001))
+    job = parse_job({"programs": [flood, "print(1)", "return 0"], "input_mode": "file",
+                     "tests": [{"input": "", "output": "1"}]})
+    assert len(compiled) == 2 and "return 0" in job.programs  # all but the flood
+    assert job.programs[0] != flood and repr(flood) in job.programs[0]
+    assert job.programs[1] != "print(1)"
+
+
 def test_job_schema_refuses_bad_values():
     with pytest.raises(JobError, match="'input_mode' must be 'stdio' or 'file', got 'pipe'"):
         parse_job({"programs": [], "input_mode": "pipe"})

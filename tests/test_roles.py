@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import time
 
 from hypothesis import given, settings
@@ -113,6 +114,14 @@ def test_generated_functional_tests_are_input_output_pairs():
     assert roles.io_test("add(1, 2)", "add", probe=True) == "add(1, 2)"
     assert roles.io_test("add(1, 2)", "add") is None
     assert roles.io_test("add(x, 2)", "add", probe=True) is None
+    # the test is rebuilt from source segments, which leave out the parentheses around them:
+    # it is the statement written (one assert of the same comparison), never two statements
+    split = 'assert add(1, 2) == ("a"\n"b")'
+    assert roles.io_test(split, "add") == 'assert (add(1, 2)) == ("a"\n"b")'
+    for text in (split, "assert add(\n1, 2) == (\n3)", "assert (add(1, 2)) == 3"):
+        back = ast.parse(roles.io_test(text, "add")).body
+        assert len(back) == 1 and ast.dump(back[0]) == ast.dump(ast.parse(text).body[0]), text
+    assert roles.io_test("assert add(1, 2) == 3", "add") == "assert add(1, 2) == 3"
 
 
 def test_a_tautology_earns_no_more_than_a_real_test(executor):

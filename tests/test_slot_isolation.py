@@ -271,8 +271,13 @@ def test_a_cgroup_the_host_refuses_after_all_leaves_the_slots_running_and_says_s
         def cgroup_plan(self):
             return self.plan
 
-    with Executor(slots=1, launcher=Refused()) as ex:
+    with Executor(slots=2, launcher=Refused()) as ex:
         on, why = ex.isolation["layers"]["slot-cpu"]
         assert not on and "making a slot cgroup failed" in why
+        assert "slot 0:" in why and "slot 1:" in why
+        # the failure is the slot's, not the process's: the shared plan is as it was, so a
+        # later start tries again (a transient failure no longer turns the layer off for good)
+        assert ex.launcher.plan.parents == {"pids": "/nonexistent/pids",
+                                            "cpu": "/nonexistent/cpu"}
         assert ex.run([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])[
             0]["outcomes"] == [["ok"]]

@@ -155,3 +155,20 @@ def test_os_read_of_fd0_reads_the_whole_input(executor, data):
     res = executor.run([{"programs": [prog], "tests": [
         {"input": data.decode(), "output": f"{len(data)} 0 {data.count(b'x')}\n"}]}])[0]
     assert res["outcomes"] == [["ok"]]
+
+
+def test_outputs_that_are_not_utf8_stay_apart(executor):
+    """A label-free vote compares the outputs returned: bytes that are not UTF-8 are kept
+    apart as the stdio rule keeps them (each is U+FFFD and its hex digits, a real U+FFFD is
+    doubled), so ``\\xff``, ``\\xfe``, a real U+FFFD and the text a byte becomes are four
+    outputs (decoded with "replace" the first three were one), in text any JSON encoder takes
+    (a lone surrogate would make a UTF-8 JSON response fail)."""
+    import json
+    progs = ["import sys\nsys.stdout.buffer.write(b'\\xff')",
+             "import sys\nsys.stdout.buffer.write(b'\\xfe')", "print('\\ufffd', end='')",
+             "print('\\ufffdff', end='')", "print('caf\\xe9 \\u2713', end='')"]
+    res = executor.run([{"programs": progs, "tests": [{"input": "", "output": "x"}],
+                         "return_outputs": True}])[0]
+    outs = [row[0] for row in res["outputs"]]
+    assert len(set(outs)) == 5 and outs[0] == "\ufffdff" and outs[4] == "caf\xe9 \u2713"
+    assert json.loads(json.dumps(res, ensure_ascii=False).encode("utf-8")) == res

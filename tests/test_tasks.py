@@ -127,6 +127,9 @@ def test_long_expected_values_compare_by_value(ex):
     assert d(set(range(3000))) == d(frozenset(reversed(range(3000))))
     assert d([True, 2.0, 10 ** 5000]) == d([1, 2, 10 ** 5000])
     assert d([1, 2]) != d((1, 2)) and d([1, 2]) != d([2, 1]) and d({1: 2}) != d({2: 1})
+    # every item carries its length: these fed the same bytes when ints did not
+    assert d([1, 19970] + [0] * 3000) != d([157953, None] + [0] * 3000)
+    assert d([256, 0]) != d([65536]) and d(["a", "b"]) != d(["ab"])
     # and so through the check, in the sandbox: equal dicts in another key order pass
     job = {"kind": "functional", "entry_point": "f", "setup": CHECK_SETUP,
            "programs": ["def f(n):\n    return {i: i for i in range(n)}",

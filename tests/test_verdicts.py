@@ -157,6 +157,17 @@ def test_seeds_are_the_jobs_own_the_same_in_every_cell_slot_and_run(executor):
     assert a[0][0].split(" ", 2)[2] == fresh.strip()
 
 
+def test_a_hash_flood_program_is_refused_before_it_is_compiled(executor):
+    """The judge scans a long program for colliding constants on its parse tree, before it
+    compiles it (compiling them costs quadratic time, on the judge, per unit): this program's
+    ``return`` outside a function is an error only compile() finds, so a judge that compiled
+    first would call it a syntax error; an honest long program of distinct constants runs."""
+    flood = "xs = [%s]\nreturn 0" % ", ".join(str(k * (2 ** 61 - 1)) for k in range(1, 3001))
+    honest = "xs = [%s]\nprint(len(xs))" % ", ".join(str(k * 2 ** 40) for k in range(1, 3001))
+    res = executor.run([{"programs": [flood, honest], "tests": [{"input": "", "output": "3000"}]}])
+    assert res[0]["outcomes"] == [["runtime_error"], ["ok"]]
+
+
 def test_a_repeated_program_runs_once_and_its_copies_share_its_verdicts(executor):
     """k samples often repeat a program word for word: each text of a job runs once. Were the
     copies run, this program's random outputs would differ between them."""
@@ -173,6 +184,23 @@ def test_a_repeated_program_runs_once_and_its_copies_share_its_verdicts(executor
 
 
 # ---- functional jobs -------------------------------------------------------------------------
+def test_sets_and_dicts_keyed_by_powers_of_two_pass(executor):
+    """hash(2**k) repeats every 61 values of k (and hash(2.0**k), hash(0.5**k)): an honest set
+    or dict of 130 powers collides in groups of 3, far from a hash flood; it passes, through
+    the judge's own call (a literal test, a probe) and through a test process."""
+    prog = ("def f(n):\n    return {2 ** i for i in range(n)}\n"
+            "def g(n):\n    return {2.0 ** i: 0.5 ** i for i in range(n)}")
+    tests = ["assert f(130) == {%s}" % ", ".join(str(2 ** i) for i in range(130)),
+             "assert f(130) == {2 ** i for i in range(130)}",
+             "x = 130\nassert g(x) == {2.0 ** i: 0.5 ** i for i in range(x)}", "f(130)",
+             "x = 130\ng(x)"]
+    res = executor.run([{"kind": "functional", "entry_point": "f", "programs": [prog],
+                         "tests": [{"code": t} for t in tests], "return_outputs": True}])[0]
+    assert res["outcomes"] == [["ok"] * 5], res
+    import ast
+    assert ast.literal_eval(res["outputs"][0][3]) == {2 ** i for i in range(130)}
+
+
 def test_functional_semantics(executor):
     job = {"kind": "functional", "entry_point": "add", "setup": "import math\nOFFSET = 0",
            "programs": ["def add(a, b):\n    return a + b + OFFSET",

@@ -184,6 +184,8 @@ class DoctorCommand(Command):
         if not dok:
             print(f"  [OFF] {'container':<{width}}  {dwhy}")
             print(f"        {'':<{width}}  to enable: {ADVICE['container']}")
+        seeded, how = rep["hash_seed"]
+        print(f"  [{'on ' if seeded else 'OFF'}] {'hash seed':<{width}}  {how}")
         protective = {k for k, (on, _) in rep["layers"].items() if on} & {
             "bubblewrap", "seccomp", "landlock", "container"}
         if not protective:

@@ -278,6 +278,8 @@ class Executor(ExecutorBase):
             missing.insert(0, "bubblewrap")
         if missing:
             log.warning("sandbox layers inactive: %s (see 'coevo doctor')", ", ".join(missing))
+        if not self.isolation["hash_seed"][0]:
+            log.warning("hash seed: %s", self.isolation["hash_seed"][1])
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def _start_slots(self) -> None:
@@ -348,7 +350,24 @@ class Executor(ExecutorBase):
                                      "them")
         return {"launcher": self.launcher.name, "slots": len(self.slots),
                 "python": hello.get("python"), "preloaded": hello.get("preloaded", []),
-                "layers": layers}
+                "layers": layers, "hash_seed": self._hash_seed_report(hello)}
+
+    def _hash_seed_report(self, hello: dict) -> tuple[bool, str]:
+        """(whether every slot hashes strings with the one seed asked for, what to say)."""
+        if self.hash_seed is None:
+            return True, "not fixed (hash_seed=None): each slot draws its own, as Python does"
+        if all(s.hello.get("hash_seed") for s in self.slots):
+            return True, f"PYTHONHASHSEED={self.hash_seed} in every slot"
+        py = str(hello.get("python"))
+        if "hash_seed" not in hello:
+            why = "the judge does not say whether it is in place"
+        elif tuple(int(x) for x in py.split(".")[:2] if x.isdigit()) < (3, 11):
+            why = f"Python {py} has no -P to restart the judge with it; needs 3.11+"
+        else:
+            why = "the judge could not restart itself with it"
+        return False, (f"PYTHONHASHSEED={self.hash_seed} not set ({why}): each slot hashes "
+                       "strings with its own seed, so a label-free output that prints a set of "
+                       "strings may differ between slots")
 
     # ---- running -------------------------------------------------------------------------------
     def run(self, jobs: Iterable[Any], progress: Callable[[int], None] | None = None) -> list[dict]:

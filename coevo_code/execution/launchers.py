@@ -181,6 +181,9 @@ class Launcher:
 
     def __init__(self, slot_cgroups: bool = True):
         self.slot_cgroups = slot_cgroups
+        # slot -> why its judge runs without the slot cgroups the host plan offers (the plan is
+        # the process's, shared by every launcher: one slot's failure is that slot's alone)
+        self.cgroup_failures: dict[int, str] = {}
 
     def available(self) -> tuple[bool, str]:
         return True, ""
@@ -202,6 +205,10 @@ class Launcher:
         the judge's (whether cells run under a slot uid)."""
         p = self.cgroup_plan()
         ns = {"bubblewrap": "; own pid namespace (bubblewrap)"}.get(self.outer, "")
+        failed = dict(getattr(self, "cgroup_failures", {}))
+        if failed and p.parents:  # some slots run without: the layer holds for none of them
+            p = slot_cgroups.Plan(version=p.version, why_not={c: "; ".join(
+                f"slot {k}: {why}" for k, why in sorted(failed.items())) for c in ("pids", "cpu")})
         if "cpu" in p.parents:
             cpu = (True, f"each slot in a cgroup of its own (v{p.version}), with the CPU weight "
                          "of one task whatever its threads")
@@ -253,7 +260,10 @@ class Launcher:
                 cgroup = slot_cgroups.SlotCgroup(p, str(cfg.get("token", "x")), int(cfg["slot"]))
                 argv = cgroup.command(argv)
             except OSError as e:  # the host refused after all: run as before, and say so
-                p.refuse(f"making a slot cgroup failed ({e})")
+                # (this slot only: the plan stays, and a later start of any slot tries again)
+                self.cgroup_failures[int(cfg["slot"])] = f"making a slot cgroup failed ({e})"
+            else:
+                self.cgroup_failures.pop(int(cfg["slot"]), None)
         # stderr: what bubblewrap or the interpreter says before the judge takes over (it then
         # points its own at /dev/null), read when the judge does not start
         try:

@@ -46,12 +46,6 @@ class Plan:
     parents: dict[str, str] = field(default_factory=dict)  # controller -> parent directory
     why_not: dict[str, str] = field(default_factory=dict)  # controller -> reason it is off
 
-    def refuse(self, why: str) -> None:
-        """Turn every controller off, saying why (this process's later slots run without)."""
-        for c in list(self.parents) or ["pids", "cpu"]:
-            self.why_not[c] = why
-        self.parents.clear()
-
 
 def _mounts() -> tuple[str | None, dict[str, tuple[str, str]]]:
     """(v2 mount point, {v1 controller: (mount point, mounted root)}) from mountinfo."""

@@ -99,10 +99,11 @@ def _read_code(fd=3):
 
 
 def _main_namespace(default_recursion, adjust, seed=None):
-    """A fresh ``__main__`` as ``python main.py`` has it, the job's seeds (``random`` and
-    ``numpy.random``: the same in every cell of a job, so that its outputs do not depend on the
-    slot; fresh entropy without one), and the recursion room of a fresh interpreter (the
-    zygote's frames below do not count)."""
+    """A fresh ``__main__`` as ``python main.py`` has it, the seeds of ``random`` and
+    ``numpy.random`` (``seed``: a program's, the job's own, the same in every cell of a job, so
+    that its outputs do not depend on the slot; fresh entropy without one, as a test or a
+    checker always has it), and the recursion room of a fresh interpreter (the zygote's frames
+    below do not count)."""
     _fresh_streams()
     sys.argv = ["main.py"]
     main_module = type(sys)("__main__")
@@ -650,13 +651,18 @@ def _handle_text(v):
 
 
 def run_test(default_recursion, adjust, with_program=True, seed=None):
+    """A test (or a checker). ``seed`` is ignored: its ``random`` and ``numpy.random`` draw
+    fresh entropy, never the job's seed, which the program knows (it could replay the random
+    inputs a test draws without seeding, as HumanEval/38's and /50's do, and pass unsolved)."""
     setup, test, entry_point, out_cap = _read_code()
-    g = _main_namespace(default_recursion, adjust, seed)
+    g = _main_namespace(default_recursion, adjust, None)
     report = b""
+    link = None
     try:
         code = compile_test(test)
         if with_program:
-            _bind_program(g, _Link(4, 5, out_cap), entry_point)
+            link = _Link(4, 5, out_cap)
+            _bind_program(g, link, entry_point)
         exec(setup, g)
         exec(code, g)
         if "__coevo_value__" in g:
@@ -677,6 +683,10 @@ def run_test(default_recursion, adjust, with_program=True, seed=None):
     except BaseException as e:  # noqa: BLE001 - a test may raise anything
         report = (b"PROG EXC " if getattr(e, "_coevo_from_program", False) else b"EXC ") \
             + type(e).__name__.encode()
+    if link is not None and link.gone is not None and not report.startswith(b"PROG "):
+        # the program died, answered out of protocol or overran under the test, and the test
+        # swallowed the ProgramGone (a bare except): exiting is never a pass
+        report = b"PROG " + link.gone.encode("ascii", "replace")
     try:
         os.write(6, report)
     except OSError:

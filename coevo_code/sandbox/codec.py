@@ -275,23 +275,27 @@ def _namedtuple(name, fields):
     return cls
 
 
-COLLISIONS_ALLOWED = 64  # items of one set or mapping that may share a hash with another
+COLLISIONS_ALLOWED = 64  # items of one set or mapping that may share one hash value
 
 
 def _distinct_hashes(items):
-    """Refuse a set or mapping whose items collide in hash: building one costs quadratic time
-    (20,000 colliding ints: seconds), however small its frame. Hash values are ints below
-    2**61 that hash to themselves, so counting them is linear. No honest value comes close:
-    ints below 2**61 and floats hash to distinct values, strings to 64 random bits."""
+    """Refuse a set or mapping where more than COLLISIONS_ALLOWED items share one hash value:
+    building one costs quadratic time in the size of such a group (20,000 colliding ints:
+    seconds), however small its frame. Hash values are ints below 2**61 that hash to
+    themselves, so counting them is linear. Honest values collide in small groups only:
+    ``hash(2**k)`` repeats every 61 values of k (likewise ``2.0**k`` and ``0.5**k``), so a set
+    of the first 1,000 powers of two holds 61 groups of about 16; strings hash to 64 random
+    bits."""
     if len(items) <= COLLISIONS_ALLOWED:
         return
     try:
-        hashes = set(map(hash, items))
+        counts = collections.Counter(map(hash, items))
     except TypeError as e:
         raise CodecError("an unhashable item: %s" % e)
-    if len(items) - len(hashes) > COLLISIONS_ALLOWED:
-        raise CodecError("a set or mapping of %d items with only %d distinct hashes"
-                         % (len(items), len(hashes)))
+    most = max(counts.values())
+    if most > COLLISIONS_ALLOWED:
+        raise CodecError("a set or mapping of %d items, %d of them of one hash"
+                         % (len(items), most))
 
 
 # ---- the canonical text of a value ---------------------------------------------------------------
@@ -304,7 +308,15 @@ class TooLarge(Exception):
 
 def _int_text(v):
     if v.bit_length() <= INT_DECIMAL_BITS:
-        return int.__repr__(v)
+        try:
+            return int.__repr__(v)
+        except ValueError:  # a setup or a program lowered sys.set_int_max_str_digits
+            old = sys.get_int_max_str_digits()
+            sys.set_int_max_str_digits(0)  # the same text wherever it is computed
+            try:
+                return int.__repr__(v)
+            finally:
+                sys.set_int_max_str_digits(old)
     return hex(v)  # linear, whatever sys.set_int_max_str_digits says; literal_eval reads it
 
 

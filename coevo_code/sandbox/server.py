@@ -15,6 +15,7 @@ import ast
 import json
 import marshal
 import os
+import re
 import resource
 import signal
 import socket
@@ -241,11 +242,24 @@ def same_tokens(actual, expected):
 def stdio_output(out):
     """A stdio cell's output as returned: its text, or, past RETURN_OUTPUT_CAP characters, its
     token form (what the stdio rule compares) cut there with the SHA-256 of the whole token
-    form, so that no truncation decides whether two outputs are the same."""
-    text = out.decode("utf-8", "replace")
+    form, so that no truncation decides whether two outputs are the same.
+
+    Bytes that are not UTF-8 are kept apart as the stdio rule keeps them, in text any JSON
+    encoder takes: each such byte is U+FFFD and its two hex digits, and a U+FFFD the program
+    wrote is doubled (so ``b"\\xff"``, ``b"\\xfe"`` and a real U+FFFD are three outputs;
+    decoding with "replace" made them one). Output that is UTF-8 and holds no U+FFFD is
+    returned as it is."""
+    try:
+        text = out.decode("utf-8").replace("\ufffd", "\ufffd\ufffd")
+    except UnicodeDecodeError:
+        text = out.decode("utf-8", "surrogateescape").replace("\ufffd", "\ufffd\ufffd")
+        text = _LONE_BYTE.sub(lambda m: "\ufffd%02x" % (ord(m.group()) - 0xDC00), text)
     if len(text) <= RETURN_OUTPUT_CAP:
         return text
     return output_text(" ".join(text.split()))
+
+
+_LONE_BYTE = re.compile("[\udc80-\udcff]")
 
 
 def status_text(status):
@@ -459,7 +473,8 @@ class Judge:
         if self.start_error is not None:
             return {"op": "hello", "error": self.start_error}
         return {"op": "hello", "pid": self.pid, "layers": self.layers,
-                "python": sys.version.split()[0], "preloaded": self.preloaded}
+                "python": sys.version.split()[0], "preloaded": self.preloaded,
+                "hash_seed": self.cfg.get("hash_seed_in_place")}
 
     # ---- the loop ------------------------------------------------------------------------------
     def serve(self):
@@ -529,7 +544,16 @@ class Judge:
         outputs = [""] * n if want_out else None
         cpu = [0.0] * n
         try:
-            code = compile(req["program"], "main.py", "exec", dont_inherit=True)
+            # a long program is parsed once and scanned for a hash flood before it is compiled:
+            # compiling colliding constants costs quadratic time (40,000 colliding ints: seconds
+            # per unit); a short one cannot hold a flood (hash_flood), and is compiled directly
+            src = req["program"]
+            if len(src) > FLOOD_SCAN_BYTES:
+                src = ast.parse(src, "main.py")
+                if hash_flood(req["program"], src):
+                    return {"outcomes": [RUNTIME] * n, "outputs": outputs, "cpu": cpu,
+                            "detail": "the program's constants collide in hash"}
+            code = compile(src, "main.py", "exec", dont_inherit=True)
             setup = compile(req.get("setup") or "", "setup.py", "exec", dont_inherit=True)
             checker = None
             if req.get("checker"):
@@ -537,9 +561,6 @@ class Judge:
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
             return {"outcomes": [SYNTAX] * n, "outputs": outputs, "cpu": cpu,
                     "detail": "%s: %s" % (type(e).__name__, e)}
-        if hash_flood(req["program"]):  # its compile alone would cost the judge seconds
-            return {"outcomes": [RUNTIME] * n, "outputs": outputs, "cpu": cpu,
-                    "detail": "the program's constants collide in hash"}
         entry = req.get("entry_point")
         trees = [parse_test(t) for t in tests] if kind != "stdio" else None
         fast = None
@@ -778,15 +799,16 @@ def with_hash_seed(seed):
     strings would print it in another order on another slot. The seed is fixed when an
     interpreter starts, so the judge starts again, once, as ``python -s -P`` (-I less
     ``-E``) in the environment the launcher gave it with the seed added; every zygote and cell
-    forked from it inherits the seed. Returns only when the seed is in place (or the flags
-    cannot say: an interpreter before 3.11, which has no ``-P``)."""
+    forked from it inherits the seed. Returns True when the seed is in place, False when it
+    cannot be (an interpreter before 3.11 has no ``-P``; one not started with ``-c``): the
+    judge says so in its hello, and ``coevo doctor`` shows it."""
     seed = str(int(seed))
     if not sys.flags.ignore_environment and os.environ.get("PYTHONHASHSEED") == seed:
         os.environ.pop("PYTHONHASHSEED")  # the cells see the launcher's environment
-        return
+        return True
     argv = list(getattr(sys, "orig_argv", ()))
     if sys.version_info < (3, 11) or "-c" not in argv:
-        return
+        return False
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(PYTHONHASHSEED=seed, PYTHONDONTWRITEBYTECODE="1")
     rest = argv[argv.index("-c"):]
@@ -796,7 +818,9 @@ def with_hash_seed(seed):
 def main(cfg=None):
     if cfg is None:
         cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    if cfg.get("hash_seed", DEFAULT_HASH_SEED) is not None:
-        with_hash_seed(cfg.get("hash_seed", DEFAULT_HASH_SEED))
+    seed = cfg.get("hash_seed", DEFAULT_HASH_SEED)
+    cfg["hash_seed_in_place"] = None  # none asked for: a random one, as in any interpreter
+    if seed is not None:
+        cfg["hash_seed_in_place"] = with_hash_seed(seed)
     cfg.setdefault("workdir", "/tmp/coevo-slot")
     Judge(cfg).serve()

@@ -306,8 +306,9 @@ class Zygote:
                 if pid == 0:  # --------------------------------------------------------- a cell
                     try:
                         self._isolate(role, fdmap, limits, vm_now)
+                        # the job's seed is the program's alone: a test draws fresh entropy
                         run(self.default_recursion, self.recursion_adjust, *extra,
-                            seed=req.get("seed"))
+                            seed=req.get("seed") if role == "p" else None)
                     finally:
                         os._exit(CHILD_SETUP_FAILED)
                 pids.append(pid)

@@ -80,8 +80,11 @@ def _coevo_feed(h, v):
         v, t = int(v), int
     elif t is complex and v.imag == 0:
         return _coevo_feed(h, v.real)
+    # every item is prefixed with its type and length, so that no two sequences of items
+    # feed the same bytes ([1, 19970] and [157953, None] did, unprefixed)
     if t is bool or t is int:
-        h.update(b"i" + int(v).to_bytes(int(v).bit_length() // 8 + 1, "little", signed=True))
+        b = int(v).to_bytes(int(v).bit_length() // 8 + 1, "little", signed=True)
+        h.update(b"i%d:" % len(b) + b)
     elif t is str:
         h.update(b"s%d:" % len(v) + v.encode("utf-8", "surrogatepass"))
     elif t is bytes or t is bytearray:
@@ -97,8 +100,9 @@ def _coevo_feed(h, v):
         parts = sorted(b"".join(_coevo_digest(x, raw=True) for x in p) for p in pairs)
         h.update((b"d%d:" if isinstance(v, dict) else b"S%d:") % len(parts) + b"".join(parts))
     else:
-        h.update(b"r" + type(v).__qualname__.encode() + b":"
-                 + repr(v).encode("utf-8", "surrogatepass"))
+        name = type(v).__qualname__.encode("utf-8", "surrogatepass")
+        text = repr(v).encode("utf-8", "surrogatepass")
+        h.update(b"r%d:%d:" % (len(name), len(text)) + name + text)
 
 def _coevo_digest(value, raw=False):
     import hashlib
