@@ -300,7 +300,8 @@ def io_test(code: str, entry: str | None, class_based: bool = False,
             probe: bool = False) -> str | None:
     """A generated functional test as an input/output pair, or None when it is not one.
 
-    Accepted: one statement ``assert CALL == EXPECTED`` (an assert message is dropped), where
+    Accepted: one statement ``assert CALL == EXPECTED`` (an assert message is dropped), or
+    ``assert CALL is X`` with X the literal True, False or None (a bool or None answer), where
     CALL calls the entry point as the task calls it (``entry(...)``, or ``Solution().entry(...)``
     when ``class_based``) on literal arguments and EXPECTED is a literal; with ``probe``, also the
     bare ``CALL`` (the form the label-free vote runs). Everything else is refused: a comparison of
@@ -319,17 +320,23 @@ def io_test(code: str, entry: str | None, class_based: bool = False,
             return None
         cmp = node.test
         if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1
-                and isinstance(cmp.ops[0], ast.Eq)):
+                and isinstance(cmp.ops[0], (ast.Eq, ast.Is))):
             return None
         call, expected = cmp.left, cmp.comparators[0]
         if not _entry_call(call, entry, class_based) or not _literal(expected):
             return None
+        op = "=="
+        if isinstance(cmp.ops[0], ast.Is):  # ``is`` only against the literal True, False, None
+            if not (isinstance(expected, ast.Constant)
+                    and type(expected.value) in (bool, type(None))):
+                return None
+            op = "is"
         a, b = ast.get_source_segment(code, call), ast.get_source_segment(code, expected)
     except (ValueError, TypeError, RecursionError, MemoryError):
         return None
     if a is None or b is None:
         return None
-    return _as_written((a, b), cmp, "assert {} == {}", "assert ({}) == ({})")
+    return _as_written((a, b), cmp, "assert {} %s {}" % op, "assert ({}) %s ({})" % op)
 
 
 def _as_written(parts, node, *forms) -> str | None:

@@ -122,6 +122,13 @@ def test_generated_functional_tests_are_input_output_pairs():
         back = ast.parse(roles.io_test(text, "add")).body
         assert len(back) == 1 and ast.dump(back[0]) == ast.dump(ast.parse(text).body[0]), text
     assert roles.io_test("assert add(1, 2) == 3", "add") == "assert add(1, 2) == 3"
+    # a bool or None answer may be checked with ``is`` against that literal (the bundled gold
+    # tests' form, which the scripted pairs replay as generated tests); nothing else with ``is``
+    assert roles.io_test("assert add(4, 0) is True", "add") == "assert add(4, 0) is True"
+    assert roles.io_test("assert add(4, 0) is None", "add") == "assert add(4, 0) is None"
+    for text in ("assert add(1, 2) is 3", "assert add(1, 2) is not None",
+                 "assert add(1, 2) is not False", "assert add(1, 2) is ()"):
+        assert roles.io_test(text, "add") is None, text
 
 
 def test_a_tautology_earns_no_more_than_a_real_test(executor):
