@@ -281,9 +281,9 @@ def test_sleeping_program_ends_by_the_wall_clock(executor):
 
 
 def test_an_entry_point_named_like_a_standard_export_is_the_programs(executor):
-    """A test's namespace binds common standard exports (``Counter``, ``sqrt``) to the standard
-    library's own, whatever the program defined under them, but never the entry point: HumanEval
-    /131 is ``digits`` (``string.digits``), MBPP+ has ``sum``."""
+    """A test's namespace binds common standard exports (``Counter``, ``sqrt``) only where the
+    program defines no such name, and never over the entry point: HumanEval/131 is ``digits``
+    (``string.digits``), MBPP+ has ``sum``."""
     job = {"kind": "functional", "entry_point": "digits",
            "programs": ["def digits(n):\n    p = 1\n    for c in str(n):\n"
                         "        p *= int(c) if int(c) % 2 else 1\n    return p"],
