@@ -85,6 +85,16 @@ def test_evalplus_sample_expected_outputs_are_computed_cached_and_checked(name, 
     wrong = f"def {t.entry_point}(*args, **kwargs):\n    return None\n"
     res = ex.run([t.job([wrong])])[0]
     assert not all(res["passed"][0])
+    # the cache is the check's: values written by another version of it are never read (a stale
+    # file of the same data with the expected values spoiled would fail the references)
+    from coevo_code.tasks import evalplus
+    [cached] = tmp_path.glob(f"{name}-*.json")
+    spoiled = {k: {**v, "outputs": [["'spoiled'", False]] * len(v["outputs"])}
+               for k, v in json.loads(cached.read_text()).items()}
+    cached.write_text(json.dumps(spoiled))
+    assert check_tasks(load_tasks(name, path, limit=6, seed=1, executor=ex), ex).passed < 6
+    monkeypatch.setattr(evalplus, "CHECK_SETUP", evalplus.CHECK_SETUP + "\n# another check\n")
+    assert check_tasks(load_tasks(name, path, limit=6, seed=1, executor=ex), ex).passed == 6
 
 
 def test_humanevalplus_special_checks(ex, tmp_path, monkeypatch):

@@ -269,7 +269,10 @@ def _expected_outputs(name, records, inputs_of, origin_hash, executor=None, chun
     that are not floats; None where the canonical solution raised or timed out), "seconds": its
     slowest group}, cached on disk.
     Delete the cache file to recompute."""
-    cache = cache_dir() / f"{name}-{origin_hash}-v4.json"  # v4: [repr, is_floats], == digests
+    # keyed by the check's own code too: the expected values are CHECK_SETUP's reprs and digests,
+    # so a change to how it writes them must never read values an older check wrote
+    check = hashlib.sha256(CHECK_SETUP.encode()).hexdigest()[:12]
+    cache = cache_dir() / f"{name}-{origin_hash}-check{check}.json"
     have = {}
     if cache.is_file():
         try:
