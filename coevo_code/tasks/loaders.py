@@ -70,7 +70,9 @@ def _read_file(path: Path, name: str) -> list[dict]:
     return data
 
 
-def _read_hub(hub_id: str, name: str, split: str | None) -> list[dict]:
+def hub_dataset(hub_id: str, name: str, split: str | None, config: str | None = None):
+    """The ``datasets`` split of a hub id (Arrow-backed, memory-mapped), or one LoaderError that
+    says what is missing and how to load a local copy instead."""
     way = (f"download it where there is a network and pass the local file instead, e.g. "
            f"load_tasks({name!r}, 'path/to/file.jsonl') or 'coevo tasks check {name} --path FILE'")
     try:
@@ -79,11 +81,15 @@ def _read_hub(hub_id: str, name: str, split: str | None) -> list[dict]:
         raise LoaderError(f"{name}: loading the hub id {hub_id} needs the 'datasets' package "
                           f"and a network; {way}") from None
     try:
-        ds = datasets.load_dataset(hub_id, split=split or "test")
+        args = (hub_id, config) if config else (hub_id,)
+        return datasets.load_dataset(*args, split=split or "test")
     except Exception as e:  # noqa: BLE001 - offline, missing, gated: one message
         raise LoaderError(f"{name}: cannot load {hub_id} from the Hugging Face hub "
                           f"({type(e).__name__}: {str(e)[:200]}); {way}") from None
-    return [dict(r) for r in ds]
+
+
+def _read_hub(hub_id: str, name: str, split: str | None) -> list[dict]:
+    return [dict(r) for r in hub_dataset(hub_id, name, split)]
 
 
 def _need(rec: Any, key: str, k: int, name: str):

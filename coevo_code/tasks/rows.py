@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from .loaders import hub_dataset
 from .model import LoaderError, TaskSet
 
 
@@ -241,19 +242,7 @@ def _batches(pf, group: int, size: int = 32):
 
 def _iter_hub(hub_id: str, name: str, split: str | None,
               config: str | None) -> Iterator[tuple[int, dict, Any]]:
-    way = (f"download it where there is a network and pass the local file instead, e.g. "
-           f"load_tasks({name!r}, 'path/to/file.jsonl') or 'coevo tasks check {name} --path FILE'")
-    try:
-        import datasets
-    except ImportError:
-        raise LoaderError(f"{name}: loading the hub id {hub_id} needs the 'datasets' package "
-                          f"and a network; {way}") from None
-    try:
-        args = (hub_id, config) if config else (hub_id,)
-        ds = datasets.load_dataset(*args, split=split or "test")
-    except Exception as e:  # noqa: BLE001 - offline, missing, gated: one message
-        raise LoaderError(f"{name}: cannot load {hub_id} from the Hugging Face hub "
-                          f"({type(e).__name__}: {str(e)[:200]}); {way}") from None
+    ds = hub_dataset(hub_id, name, split, config)
     for k in range(len(ds)):
         yield k, ds[k], HubRow(ds, k)
 
