@@ -741,6 +741,11 @@ A += [
     _gold_unharmed("hostile_test_1500_level_expression",
                    "solve([1]) + " + " + ".join(["[1]"] * 1500),
                    own=("runtime_error",)),
+    # short enough (7.8 KB) for the judge to compile it: the RecursionError is raised there,
+    # and the test goes to its own cell as source, to fail there
+    _gold_unharmed("hostile_test_1300_level_expression_compiled_by_the_judge",
+                   "solve([1]) + " + " + ".join(["[1]"] * 1300),
+                   own=("runtime_error",)),
     _gold_unharmed("hostile_test_set_literal_of_colliding_hashes",
                    "assert solve([3, 1, 2]) == [3, 2, 1] and len({%s}) > 0" % _COLLIDING,
                    time_limit_s=0.1, own=("timeout",)),

@@ -290,3 +290,23 @@ def test_an_entry_point_named_like_a_standard_export_is_the_programs(executor):
            "tests": [{"code": "assert digits(235) == 15"}, {"code": "assert digits(235) == 15, 'm'"},
                      {"code": "x = [digits(n) for n in (1, 35)]\nassert x == [1, 15]"}]}
     assert executor.run([job])[0]["outcomes"] == [["ok", "ok", "ok"]]
+
+
+def test_the_judge_compiles_short_tests_and_leaves_the_rest_to_their_cell():
+    """A short test reaches its cells compiled, once per unit (its last expression assigned to
+    the cell's output); a long one, or one whose compiling fails in the judge, reaches them as
+    source and fails there, alone."""
+    import ast
+
+    from coevo_code.sandbox.server import FLOOD_SCAN_BYTES, judge_compiled_test
+    src = "x = 2\nf(x) * 3"
+    code = judge_compiled_test(src, ast.parse(src))
+    assert type(code) is not str
+    g = {"f": lambda v: v + 1}
+    exec(code, g)
+    assert g["__coevo_value__"] == 9
+    deep = "f([1]) + " + " + ".join(["[1]"] * 1300)  # RecursionError in the judge's compile
+    assert len(deep) <= FLOOD_SCAN_BYTES and judge_compiled_test(deep, ast.parse(deep)) == deep
+    long = "assert f(0) == 1\n" + "y = 1\n" * (FLOOD_SCAN_BYTES // 6)
+    assert judge_compiled_test(long, ast.parse(long)) == long
+    assert judge_compiled_test("assert f(", None) == "assert f("

@@ -618,21 +618,28 @@ def _bind_program(g, link, entry_point):
             continue
 
 
-def compile_test(src):
-    """A functional test's code, compiled in the test's own process (its cost, its recursion and
-    its errors are the test's: a 1,500-level expression or a set literal of 20,000 colliding
-    hashes costs that cell, never the judge). When its last statement is an expression
-    (``add(1, 2)``), that expression's value becomes ``__coevo_value__``, the cell's output."""
+def value_tree(tree):
+    """A test's syntax tree with its last statement, when it is an expression (``add(1, 2)``),
+    assigned to ``__coevo_value__``: that value is the cell's output. Changes ``tree``."""
     import ast
-    if type(src) is not str:  # the judge compiled it (a checker's call)
-        return src
-    tree = ast.parse(src, "test.py")
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = tree.body[-1]
         name = ast.copy_location(ast.Name("__coevo_value__", ast.Store()), last)
         name.end_lineno, name.end_col_offset = last.end_lineno, last.end_col_offset
         tree.body[-1] = ast.copy_location(ast.Assign(targets=[name], value=last.value), last)
-    return compile(tree, "test.py", "exec", dont_inherit=True)
+    return tree
+
+
+def compile_test(src):
+    """A functional test's code. The judge compiles a short test once per unit and sends the code
+    (``server.judge_compiled_test``); a test it did not compile (long, or one whose compiling
+    failed there) is compiled here, in the test's own process: its cost, its recursion and its
+    errors are the test's (a set literal of 20,000 colliding hashes costs that cell, never the
+    judge)."""
+    if type(src) is not str:  # compiled by the judge
+        return src
+    import ast
+    return compile(value_tree(ast.parse(src, "test.py")), "test.py", "exec", dont_inherit=True)
 
 
 def output_text(text, cap=RETURN_OUTPUT_CAP):

@@ -27,7 +27,7 @@ from . import seccomp
 from .protocol import (CHILD_SETUP_FAILED, EXIT_MEMORY, MEMORY, OK, OUTPUT, RETURN_OUTPUT_CAP,
                        RUNTIME, SANDBOX, STATUS_CAP, SYNTAX, TIMEOUT, WRONG, recv, recv_msg,
                        send, send_msg)
-from .cell import binds_program_object, output_text
+from .cell import binds_program_object, output_text, value_tree
 from .codec import TooLarge, canonical, decode, encode, marshal_is_plain
 from .protocol import read_exact
 from .zygote import Zygote, fresh_depth, sealed_memfd
@@ -68,13 +68,27 @@ def uses_modules(code, roots, nested=True):
 
 def parse_test(src):
     """A functional test's syntax tree, or None where it does not parse (the test's process then
-    compiles it and fails on its own). Compiling happens there, not here: a test's constants can
-    cost the compiler quadratic time (a set literal of colliding hashes) and its nesting a
-    RecursionError, and both are the test's, within its own limits."""
+    compiles it and fails on its own)."""
     try:
         return ast.parse(src, "test.py")
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return None
+
+
+def judge_compiled_test(src, tree):
+    """A short functional test compiled by the judge, once per unit, for every cell that runs it
+    (``cell.value_tree`` applied to its syntax tree ``tree``, which it changes); the source
+    itself where the judge leaves compiling to the test's own process: a long source (past FLOOD_SCAN_BYTES, where colliding constants could
+    cost the compiler quadratic time), or one that fails to parse or compile here (a 1,500-level
+    expression's RecursionError): that test then fails in its own cell, with its own error, and
+    no other test or program of the unit is touched. A short source's compile is bounded by its
+    length (CPython folds constants only up to small fixed sizes)."""
+    if tree is None or len(src) > FLOOD_SCAN_BYTES:
+        return src
+    try:
+        return compile(value_tree(tree), "test.py", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return src
 
 
 def tree_uses_modules(tree, roots):
@@ -584,6 +598,9 @@ class Judge:
         expected = req.get("expected")
         outcomes = []
         code_fd = sealed_memfd(marshal.dumps((code, setup)))
+        if kind != "stdio":  # compiled once per unit, for each cell that runs a test process
+            tests = [t if f is not None and zygote is self.zygotes["light"]
+                     else judge_compiled_test(t, tree) for t, f, tree in zip(tests, fast, trees)]
         try:
             for i, test in enumerate(tests):
                 if kind == "stdio":
