@@ -28,9 +28,9 @@ from ray.cluster_utils import Cluster  # noqa: E402
 import coevo_code.version  # noqa: E402
 from coevo_code.execution import Executor  # noqa: E402
 from coevo_code.execution.backends import ExecutorProtocol, make_executor  # noqa: E402
-from coevo_code.execution.ray_backend import (  # noqa: E402
-    INSTALL_HINT, RESOURCE, RayBackendError, RayExecutor, RayMissingError, _init_ray,
-    doctor_report)
+from coevo_code.execution.ray import (  # noqa: E402
+    INSTALL_HINT, RESOURCE, RayBackendError, RayExecutor, RayMissingError, doctor_report,
+    init_ray)
 
 HERE = Path(__file__).resolve().parent
 NODE = {"num_cpus": 2, "resources": {RESOURCE: 1}, "node_ip_address": "127.0.0.1"}
@@ -84,7 +84,7 @@ class SimCluster:
 
     def connect(self) -> None:
         if not ray.is_initialized():
-            _init_ray(ray, self.address, None)
+            init_ray(ray, self.address, None)
 
 
 def _wait_dead(alive: int, timeout: float = 60.0) -> None:
@@ -256,7 +256,7 @@ def test_a_node_lost_mid_run_loses_no_cell(sim, caplog, how):
                 sim.worker = None
 
         th = threading.Thread(target=lose)
-        caplog.set_level(logging.WARNING, logger="coevo_code.execution.ray_backend")
+        caplog.set_level(logging.WARNING, logger="coevo_code.execution.ray")
         t0 = time.monotonic()
         th.start()
         res = ex.run([job], progress=done.append)[0]
@@ -440,7 +440,7 @@ def _sandbox_actor_jobs() -> set:
     GCS's actor table; no dashboard needed)."""
     from ray._private import state
     return {a["JobID"] for a in state.actors().values()
-            if a.get("ActorClassName", "").endswith("_SandboxWorker")}
+            if a.get("ActorClassName", "").endswith("SandboxWorker")}
 
 
 def test_a_two_process_training_step_scores_through_the_ray_pool(sim, tmp_path):

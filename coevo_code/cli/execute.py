@@ -152,10 +152,11 @@ class DoctorCommand(Command):
         from ..execution import Executor, IsolationError
         from ..execution.launchers import BwrapLauncher, DockerLauncher
 
-        if args.backend == "ray":
+        from ..execution.registry import get_backend
+        doctor = get_backend(args.backend).doctor  # None: this machine's report, below
+        if doctor is not None:
             try:
-                from ..execution.ray_backend import doctor_report
-                print(doctor_report(args.address, launcher=args.launcher, use_uid=not args.no_uid))
+                print(doctor(args.address, launcher=args.launcher, use_uid=not args.no_uid))
             except (IsolationError, RuntimeError, ValueError, ImportError) as e:
                 raise CLIError(str(e).splitlines()[0])
             return 0
