@@ -116,7 +116,7 @@ def actor_class(ray, slots: int):
     cls = _REMOTE_CLASSES.get(slots)
     if cls is None:
         for name in ("hello", "ping", "stats", "shutdown"):
-            ray.method(concurrency_group="control")(getattr(_SandboxWorker, name))
+            ray.method(concurrency_group="control")(getattr(SandboxWorker, name))
         ray.method(concurrency_group="units")(SandboxWorker.run_unit)
         cls = ray.remote(concurrency_groups={"units": slots, "control": 2})(SandboxWorker)
         _REMOTE_CLASSES[slots] = cls

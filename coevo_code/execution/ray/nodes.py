@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Node:
+    """A node's sandbox actor, what it said in hello, and the driver's bookkeeping of it."""
+    actor: Any
     node_id: str
     ip: str
     hostname: str
