@@ -12,8 +12,13 @@ import test_verdicts
 
 from coevo_code.execution import BackendError, ExecutorProtocol, make_executor
 from coevo_code.execution.backends import add_backend_arguments
-from coevo_code.execution.registry import (Processes, backend_names, register_backend,
-                                           share_options, unregister_backend)
+from coevo_code.execution.registry import (
+    Processes,
+    backend_names,
+    register_backend,
+    share_options,
+    unregister_backend,
+)
 
 pytestmark = pytest.mark.slow
 

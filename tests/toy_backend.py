@@ -15,8 +15,14 @@ import tempfile
 from typing import Any, Callable, Iterable
 
 from coevo_code.execution.backends import ExecutorBase
-from coevo_code.execution.core import (copy_verdicts, finish_batch, plan_units, run_unit,
-                                       same_programs, start_batch)
+from coevo_code.execution.core import (
+    copy_verdicts,
+    finish_batch,
+    plan_units,
+    run_unit,
+    same_programs,
+    start_batch,
+)
 from coevo_code.execution.executor import DEFAULT_HEAVY_PRELOAD, DEFAULT_PRELOAD, Slot
 from coevo_code.execution.launchers import choose_launcher
 from coevo_code.execution.registry import Backend

@@ -151,8 +151,8 @@ class DoctorCommand(Command):
         """Which isolation layers are active here, and how to enable the missing ones."""
         from ..execution import Executor, IsolationError
         from ..execution.launchers import BwrapLauncher, DockerLauncher
-
         from ..execution.registry import get_backend
+
         doctor = get_backend(args.backend).doctor  # None: this machine's report, below
         if doctor is not None:
             try:

@@ -18,7 +18,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
-from .registry import BUILTIN, BackendError, backend_names, check_backend, check_options, get_backend
+from .registry import (
+    BUILTIN,
+    BackendError,
+    backend_names,
+    check_backend,
+    check_options,
+    get_backend,
+)
 
 BACKENDS = tuple(BUILTIN)  # the built-in backends' names (backend_names() lists every one)
 __all__ = ["BACKENDS", "BackendError", "ExecutorBase", "ExecutorProtocol", "make_executor",

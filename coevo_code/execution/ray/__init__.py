@@ -11,12 +11,13 @@ so that sandbox slots land on the CPU pool and never on GPU nodes.
 
 The driver parses the jobs (a malformed one gives the local backend's ``{"id", "error"}``), leaves
 out a job's repeated programs as the local backend does (each text runs once; its copies get its
-verdicts, and the same cells run, ``stats()["cells"]``), cuts the rest into units (a few programs x all tests, or one program x a chunk of tests; about
-``unit_cells`` cells, fewer on small batches so that every slot gets work), keeps a bounded number
-of units in flight (``units_in_flight``, default two per slot: one running, one queued), writes each
-unit's outcomes into its job's matrices as it finishes, and calls ``progress(cells)``. On a node,
-a unit holds one slot and runs its cells there with the local executor's own unit code (the same
-server requests, budgets and retry), so a slow row never holds up the node's other slots.
+verdicts, and the same cells run, ``stats()["cells"]``), cuts the rest into units (a few programs x
+all tests, or one program x a chunk of tests; about ``unit_cells`` cells, fewer on small batches so
+that every slot gets work), keeps a bounded number of units in flight (``units_in_flight``, default
+two per slot: one running, one queued), writes each unit's outcomes into its job's matrices as it
+finishes, and calls ``progress(cells)``. On a node, a unit holds one slot and runs its cells there
+with the execution core's unit code (the same server requests, budgets and retry), so a slow
+row never holds up the node's other slots.
 
 Failures. A node counts as dead when Ray reports its actor dead (a node removed or drained: at
 once; its raylet or the actor's process killed: about 2 s on the test cluster; a machine that
