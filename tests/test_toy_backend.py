@@ -22,11 +22,17 @@ from coevo_code.execution.registry import (
 
 pytestmark = pytest.mark.slow
 
-register_backend("toy", "toy_backend:BACKEND")  # the one line a new backend adds
+
+@pytest.fixture(scope="module", autouse=True)
+def toy_registered():
+    """Known for this module's tests only (every test module is imported before any runs)."""
+    register_backend("toy", "toy_backend:BACKEND")  # the one line a new backend adds
+    yield
+    unregister_backend("toy")
 
 
 @pytest.fixture(scope="module", name="executor")
-def toy_executor():
+def toy_executor(toy_registered):
     """The verdict suite's ``executor``, through the registry and the factory."""
     with make_executor("toy", None, launcher="auto", chunk_tests=None) as ex:
         from toy_backend import ToyExecutor
@@ -57,8 +63,10 @@ def test_the_toy_backend_is_a_registry_entry():
 
 def test_an_unregistered_backend_is_unknown():
     register_backend("toy2", "toy_backend:BACKEND")
-    with pytest.raises(BackendError, match="is not the record of backend 'toy2'"):
-        make_executor("toy2")
-    unregister_backend("toy2")
+    try:
+        with pytest.raises(BackendError, match="is not the record of backend 'toy2'"):
+            make_executor("toy2")
+    finally:
+        unregister_backend("toy2")
     with pytest.raises(BackendError, match="unknown executor backend 'toy2'"):
         make_executor("toy2")
