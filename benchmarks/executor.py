@@ -207,7 +207,7 @@ def ray_main(args) -> int:
     except ImportError:
         print("--backend ray needs Ray: pip install -e '.[ray]'", file=sys.stderr)
         return 2
-    from coevo_code.execution.ray_backend import RESOURCE, RayExecutor, _init_ray
+    from coevo_code.execution.ray import RESOURCE, RayExecutor, init_ray
 
     slots = args.slots
     workloads = {
@@ -222,7 +222,7 @@ def ray_main(args) -> int:
     node = {"num_cpus": slots, "resources": {RESOURCE: 1}, "node_ip_address": "127.0.0.1"}
     t0 = time.perf_counter()
     cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
-    _init_ray(ray, cluster.address, None)
+    init_ray(ray, cluster.address, None)
     cluster_s = time.perf_counter() - t0
     rows: dict[str, dict] = {}
     configs = [("ray, 1 node", 1, slots), ("ray, 2 nodes", 2, max(1, slots // 2))]

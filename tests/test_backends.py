@@ -33,7 +33,7 @@ def test_none_options_mean_the_backend_default():
 
 
 @pytest.mark.parametrize("backend, address, words", [
-    ("nope", None, "unknown executor backend 'nope'; choose from local, ray"),
+    ("nope", None, "unknown executor backend 'nope' (--backend); choose from local, ray"),
     ("local", "10.0.0.1:6379", "--address '10.0.0.1:6379' is for the ray backend"),
 ])
 def test_bad_choices_are_one_clear_line(backend, address, words):
@@ -51,7 +51,7 @@ def test_ray_missing_is_one_clear_line(monkeypatch):
         return real(name, *a, **kw)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    monkeypatch.delitem(sys.modules, "coevo_code.execution.ray_backend", raising=False)
+    monkeypatch.delitem(sys.modules, "coevo_code.execution.ray.cluster", raising=False)
     with pytest.raises(ImportError) as e:
         make_executor("ray")
     assert "pip install -e '.[ray]'" in str(e.value)
@@ -88,7 +88,55 @@ def test_training_config_names_the_backend():
     from coevo_code.training.config import CoevoConfig
     with pytest.raises(ValueError) as e:
         CoevoConfig(output_dir="/tmp/x", exec_backend="nope", use_cpu=True, problems_per_generation=1)
-    assert "--exec_backend must be one of local, ray, got 'nope'" in str(e.value)
+    assert "unknown executor backend 'nope' (--exec_backend); choose from local, ray" in str(
+        e.value)
     with pytest.raises(ValueError) as e:
         CoevoConfig(output_dir="/tmp/x", exec_address="h:6379", use_cpu=True, problems_per_generation=1)
     assert "--exec_address 'h:6379' is for the ray backend" in str(e.value)
+
+
+def test_an_option_the_backend_does_not_take_is_one_line_naming_it():
+    with pytest.raises(BackendError) as e:
+        make_executor("local", slots=1, launcher="direct", unit_cells=8)  # a ray option
+    msg = str(e.value)
+    assert msg.startswith("the local backend takes no option 'unit_cells'; it takes ")
+    assert "slots" in msg and "\n" not in msg
+
+
+def test_the_factory_and_the_flags_read_the_registry():
+    import argparse
+
+    from coevo_code.execution import registry
+    assert registry.backend_names()[:2] == ("local", "ray")
+    local, ray = registry.get_backend("local"), registry.get_backend("ray")
+    assert local.factory is Executor and not local.takes_address and local.doctor is None
+    assert ray.takes_address and ray.doctor is not None and "share" in ray.options
+    parser = argparse.ArgumentParser()
+    from coevo_code.execution.backends import add_backend_arguments
+    add_backend_arguments(parser)
+    choices = next(a.choices for a in parser._actions if a.dest == "backend")
+    assert tuple(choices) == registry.backend_names()
+
+
+@pytest.mark.parametrize("opts, procs, want", [
+    # local: without slots, an equal part of this machine's cores per process on it
+    ({"backend": "local"}, (4, 2, 1), {"backend": "local", "slots": "cores/2"}),
+    ({"backend": "local", "slots": 3}, (4, 2, 1), {"backend": "local", "slots": 3}),
+    ({}, (1, 1, 1), {"slots": "cores/1"}),
+    # ray: every process of every agent takes an equal part of the pool
+    ({"backend": "ray"}, (2, 2, 2), {"backend": "ray", "share": 0.25}),
+    ({"backend": "ray", "slots": 8}, (2, 1, 1), {"backend": "ray", "share": 0.5, "slots": 4}),
+    ({"backend": "ray", "slots": 1}, (4, 4, 1), {"backend": "ray", "share": 0.25, "slots": 1}),
+    ({"backend": "ray", "share": 1.0, "slots": 8}, (2, 1, 2),
+     {"backend": "ray", "share": 1.0, "slots": 8}),
+])
+def test_share_arithmetic_of_each_backend(opts, procs, want):
+    import os
+
+    from coevo_code.execution.registry import Processes, share_options
+    cores = os.cpu_count() or 1
+    want = {k: (max(1, cores // int(v[6:])) if str(v).startswith("cores/") else v)
+            for k, v in want.items()}
+    given = dict(opts)
+    assert share_options(given, Processes(*procs)) == want
+    assert given == opts  # the caller's options are left as they were

@@ -28,9 +28,9 @@ from ray.cluster_utils import Cluster  # noqa: E402
 import coevo_code.version  # noqa: E402
 from coevo_code.execution import Executor  # noqa: E402
 from coevo_code.execution.backends import ExecutorProtocol, make_executor  # noqa: E402
-from coevo_code.execution.ray_backend import (  # noqa: E402
-    INSTALL_HINT, RESOURCE, RayBackendError, RayExecutor, RayMissingError, _init_ray,
-    doctor_report)
+from coevo_code.execution.ray import (  # noqa: E402
+    INSTALL_HINT, RESOURCE, RayBackendError, RayExecutor, RayMissingError, doctor_report,
+    init_ray)
 
 HERE = Path(__file__).resolve().parent
 NODE = {"num_cpus": 2, "resources": {RESOURCE: 1}, "node_ip_address": "127.0.0.1"}
@@ -84,7 +84,7 @@ class SimCluster:
 
     def connect(self) -> None:
         if not ray.is_initialized():
-            _init_ray(ray, self.address, None)
+            init_ray(ray, self.address, None)
 
 
 def _wait_dead(alive: int, timeout: float = 60.0) -> None:
@@ -223,6 +223,43 @@ def test_two_nodes_give_the_local_matrices_and_share_the_work(sim, fixtures, loc
         assert len(per) == 2 and all(p["cells"] > 0 for p in per), per
 
 
+DOUBLE = "print(int(input()) * 2)"
+RANDOM = "import os\nprint(os.urandom(4).hex())"
+REPEATED = [
+    {"id": "k-samples", "programs": [DOUBLE, "print(input())", DOUBLE, RANDOM, DOUBLE, RANDOM],
+     "tests": [{"input": f"{i}\n", "output": f"{2 * i}\n"} for i in range(5)],
+     "return_outputs": True},
+    {"id": "functional", "kind": "functional", "entry_point": "f",
+     "programs": ["def f(x):\n    return x + 1"] * 3 + ["def f(x):\n    return x"],
+     "tests": [{"code": "assert f(1) == 2"}, {"code": "assert f(2) == 3"}]},
+    {"id": "one", "programs": ["print(1)"] * 4, "tests": [{"input": "", "output": "1"}]},
+]
+
+
+def test_repeated_programs_run_once_on_both_backends(sim):
+    """The core's de-duplication on both backends: the same matrices and the same cells run
+    (stats()["cells"], the servers' fork counters) for jobs whose programs repeat, and a
+    random program's copies share its first copy's outputs."""
+    sim.nodes(1)
+    progress: dict = {"local": [], "ray": []}
+    with Executor(slots=2) as local:
+        want = local.run(REPEATED, progress=progress["local"].append)
+        local_cells = local.stats()["cells"]
+    with RayExecutor(address=sim.address, slots=2) as ex:
+        got = ex.run(REPEATED, progress=progress["ray"].append)
+        ray_cells = ex.stats()["cells"]
+    distinct = 3 * 5 + 2 * 2 + 1 * 1  # texts x tests
+    assert local_cells == ray_cells == distinct
+    assert sum(progress["local"]) == sum(progress["ray"]) == 6 * 5 + 4 * 2 + 4 * 1
+    k = got[0]["outputs"]
+    assert k[5] == k[3] and len(set(k[3])) == 5  # copies share the first copy's outputs
+    for res in (want, got):
+        res[0]["outputs"][3] = res[0]["outputs"][5] = None  # random: differ between backends
+    assert _strip(got) == _strip(want)
+    assert got[0]["outcomes"][:3] == [["ok"] * 5, ["ok"] + ["wrong_answer"] * 4, ["ok"] * 5]
+    assert got[1]["passed"] == [[True, True]] * 3 + [[False, False]]
+
+
 # ---- 2. a node lost mid-run ----------------------------------------------------------------------
 SLOW_OK = "import time\ntime.sleep(0.2)\nprint(input())"
 SLOW_WRONG = "import time\ntime.sleep(0.2)\nprint(input() + '!')"
@@ -237,7 +274,8 @@ def test_a_node_lost_mid_run_loses_no_cell(sim, caplog, how):
 
     sim.nodes(2)
     tests = [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(10)]
-    progs = [SLOW_OK, SLOW_WRONG] * 8  # 160 cells of 0.2 s on 4 slots: about 8 s
+    # 160 cells of 0.2 s on 4 slots: about 8 s (distinct texts: repeated ones would run once)
+    progs = [f"{p}\n# {i}" for i in range(8) for p in (SLOW_OK, SLOW_WRONG)]
     job = {"id": "slow", "programs": progs, "tests": tests, "time_limit_s": 1.0}
     done = []
     # only pings can notice a frozen actor: a short timeout there (pings after 1/3 of it)
@@ -256,7 +294,7 @@ def test_a_node_lost_mid_run_loses_no_cell(sim, caplog, how):
                 sim.worker = None
 
         th = threading.Thread(target=lose)
-        caplog.set_level(logging.WARNING, logger="coevo_code.execution.ray_backend")
+        caplog.set_level(logging.WARNING, logger="coevo_code.execution.ray")
         t0 = time.monotonic()
         th.start()
         res = ex.run([job], progress=done.append)[0]
@@ -359,7 +397,8 @@ def test_ctrl_c_cancels_and_the_executor_still_works(sim):
             t0 = time.monotonic()
             timer.start()
             with pytest.raises(KeyboardInterrupt):
-                ex.run([{"programs": [SLOW_OK] * 10, "tests": tests}])  # about 10 s of work
+                ex.run([{"programs": [f"{SLOW_OK}\n# {i}" for i in range(10)],
+                         "tests": tests}])  # about 10 s of work
             assert time.monotonic() - t0 < 5
             res = ex.run([{"programs": ["print(input())"], "tests": tests}])[0]
             assert res["outcomes"] == [["ok"] * 10]
@@ -440,7 +479,7 @@ def _sandbox_actor_jobs() -> set:
     GCS's actor table; no dashboard needed)."""
     from ray._private import state
     return {a["JobID"] for a in state.actors().values()
-            if a.get("ActorClassName", "").endswith("_SandboxWorker")}
+            if a.get("ActorClassName", "").endswith("SandboxWorker")}
 
 
 def test_a_two_process_training_step_scores_through_the_ray_pool(sim, tmp_path):

@@ -151,11 +151,12 @@ class DoctorCommand(Command):
         """Which isolation layers are active here, and how to enable the missing ones."""
         from ..execution import Executor, IsolationError
         from ..execution.launchers import BwrapLauncher, DockerLauncher
+        from ..execution.registry import get_backend
 
-        if args.backend == "ray":
+        doctor = get_backend(args.backend).doctor  # None: this machine's report, below
+        if doctor is not None:
             try:
-                from ..execution.ray_backend import doctor_report
-                print(doctor_report(args.address, launcher=args.launcher, use_uid=not args.no_uid))
+                print(doctor(args.address, launcher=args.launcher, use_uid=not args.no_uid))
             except (IsolationError, RuntimeError, ValueError, ImportError) as e:
                 raise CLIError(str(e).splitlines()[0])
             return 0

@@ -1,15 +1,16 @@
 """One executor interface, and the factory every caller uses.
 
 An executor turns jobs (n programs x t tests each, ``docs/EXECUTION.md``) into pass matrices.
-Two backends implement :class:`ExecutorProtocol`:
+The backends (``registry.py``, one record each) implement :class:`ExecutorProtocol` on the
+execution core (``core.py``); the built-in ones:
 
 - ``local`` (the default): :class:`~coevo_code.execution.executor.Executor`, warm fork-server
   slots on this machine;
-- ``ray``: :class:`~coevo_code.execution.ray_backend.RayExecutor`, the same slots inside Ray
+- ``ray``: :class:`~coevo_code.execution.ray.RayExecutor`, the same slots inside Ray
   actors on the nodes of a Ray cluster (``pip install -e '.[ray]'``).
 
-:func:`make_executor` picks one from plain options (``backend``, ``address`` and the slot and
-launcher options), so that the command line, evaluation, training and the loaders name a backend
+:func:`make_executor` picks one from plain options (``backend``, ``address`` and the backend's
+own options), so that the command line, evaluation, training and the loaders name a backend
 without knowing its class.
 """
 
@@ -17,7 +18,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
-BACKENDS = ("local", "ray")
+from .registry import (
+    BUILTIN,
+    BackendError,
+    backend_names,
+    check_backend,
+    check_options,
+    get_backend,
+)
+
+BACKENDS = tuple(BUILTIN)  # the built-in backends' names (backend_names() lists every one)
+__all__ = ["BACKENDS", "BackendError", "ExecutorBase", "ExecutorProtocol", "make_executor",
+           "add_backend_arguments", "executor_from_args"]
 
 
 @runtime_checkable
@@ -66,38 +78,38 @@ class ExecutorBase:
             pass
 
 
-class BackendError(ValueError):
-    """An unknown backend, or options a backend does not take."""
-
-
 def make_executor(backend: str = "local", address: str | None = None, **options
                   ) -> ExecutorProtocol:
-    """The executor for ``backend`` (``local`` or ``ray``), built from plain options.
+    """The executor of backend ``backend`` (a name in the registry: ``local``, ``ray``), built
+    from plain options.
 
-    ``options`` are the local executor's (``slots``, ``launcher``, ``allow_unsafe``, ``use_uid``,
-    ``preload``, ``heavy_preload``, ``chunk_tests``, ``disable``); the Ray backend applies them
-    on every node (``slots`` there is per node; default: the node's CPUs). ``address`` is the Ray
-    cluster's (``ray://host:10001``, ``host:6379`` or ``auto``); without one the Ray backend starts
-    a local Ray instance, as ``ray.init()`` does. ``None`` values mean "the backend's default".
+    ``options`` are the backend's own (its record's ``options``; the local executor's
+    ``slots``, ``launcher``, ``allow_unsafe``, ``use_uid``, ``preload``, ``heavy_preload``,
+    ``chunk_tests``, ``disable``; the Ray backend applies them on every node, ``slots`` there is
+    per node; default: the node's CPUs). ``address`` is the cluster's for a backend that takes
+    one (Ray: ``ray://host:10001``, ``host:6379`` or ``auto``; without one it starts a local
+    Ray instance, as ``ray.init()`` does). ``None`` values mean "the backend's default". An
+    unknown backend or option, or an address for a backend that takes none, is a
+    :class:`BackendError` of one line.
     """
     options = {k: v for k, v in options.items() if v is not None}
     backend = backend or "local"
-    if backend == "local":
-        if address:
-            raise BackendError(f"--address {address!r} is for the ray backend; the local "
-                               "backend runs on this machine (pass --backend ray)")
-        from .executor import Executor
-        return Executor(**options)
-    if backend == "ray":
-        from .ray_backend import RayExecutor
-        return RayExecutor(address=address, **options)
-    raise BackendError(f"unknown executor backend {backend!r}; choose from {', '.join(BACKENDS)}")
+    problem = check_backend(backend, address)
+    if problem:
+        raise BackendError(problem)
+    check_options(backend, options)
+    rec = get_backend(backend)
+    if rec.takes_address:
+        return rec.factory(address=address, **options)
+    return rec.factory(**options)
 
 
 def add_backend_arguments(parser) -> None:
     """``--backend`` and ``--address`` on a command that runs programs (execute, eval, rank)."""
-    parser.add_argument("--backend", default="local", choices=BACKENDS,
-                        help="where programs run: local slots (default) or a Ray cluster")
+    names = backend_names()
+    parser.add_argument("--backend", default="local", choices=names,
+                        help="where programs run: " + "; ".join(
+                            f"{n}: {get_backend(n).help}" for n in names))
     parser.add_argument("--address", default=None,
                         help="ray backend: the cluster's address (default: start a local Ray "
                              "instance)")

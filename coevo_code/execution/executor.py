@@ -18,14 +18,13 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from ..sandbox.protocol import OK, SANDBOX
 from ..sandbox.server import DEFAULT_HASH_SEED, empty_dir
 from .backends import ExecutorBase
-from .jobs import Job, JobError, job_seed, parse_job
+from .core import copy_verdicts, finish_batch, plan_units, run_unit, same_programs, start_batch
 from .launchers import DISK_CAP_MB, Channel, DirectLauncher, Launcher, choose_launcher
+from .registry import Backend, Processes
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +49,6 @@ class IsolationError(RuntimeError):
 
 class SlotDied(RuntimeError):
     pass
-
-
-@dataclass
-class _Unit:
-    job: int
-    program: int
-    start: int
-    stop: int
-    request: dict
-    budget_s: float
 
 
 class Slot:
@@ -121,70 +110,6 @@ class Slot:
         except OSError as e:
             raise SlotDied(f"write failed: {e}") from None
         return self._recv(timeout)
-
-
-@dataclass
-class _JobState:
-    job: Job
-    outcomes: list
-    outputs: list | None
-    t0: float = 0.0
-    t1: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def start_batch(jobs: Iterable[Any]) -> tuple[list[dict | None], list[_JobState | None]]:
-    """A batch's jobs parsed, for any backend: the results so far (a malformed job's
-    ``{"id", "error"}``, None elsewhere) and an empty state per well-formed job."""
-    results: list[dict | None] = []
-    states: list[_JobState | None] = []
-    for raw in jobs:
-        jid = raw.get("id") if isinstance(raw, dict) else None
-        try:
-            job = raw if isinstance(raw, Job) else parse_job(raw)
-        except JobError as e:
-            results.append({"id": jid, "error": str(e)})
-            states.append(None)
-            continue
-        except Exception as e:  # noqa: BLE001 - a job no rule foresaw: its own error, not the run's
-            results.append({"id": jid, "error": f"the job could not be read ({type(e).__name__}: "
-                                                f"{str(e)[:200]})"})
-            states.append(None)
-            continue
-        n, t = job.shape
-        states.append(_JobState(job, [[None] * t for _ in range(n)],
-                                [[""] * t for _ in range(n)] if job.return_outputs else None))
-        results.append(None)
-    return results, states
-
-
-def same_programs(job: Job) -> dict[int, int]:
-    """{index: index of its first copy} for every program of ``job`` whose text an earlier one
-    has: a policy's k samples often repeat a program word for word, and the same text gets the
-    same verdicts, so each text runs once (a program that reads the clock or draws random numbers
-    gets the verdicts of its first copy's runs)."""
-    first: dict[str, int] = {}
-    out = {}
-    for i, p in enumerate(job.programs):
-        if p in first:
-            out[i] = first[p]
-        else:
-            first[p] = i
-    return out
-
-
-def finish_batch(results: list[dict | None], states: list[_JobState | None]) -> list[dict]:
-    """The result dict of every job whose state was filled in (``passed``, ``outcomes``,
-    ``seconds``, ``outputs`` when asked), in job order."""
-    for i, st in enumerate(states):
-        if st is None:
-            continue
-        res = {"id": st.job.id, "passed": [[o == OK for o in row] for row in st.outcomes],
-               "outcomes": st.outcomes, "seconds": round(max(0.0, st.t1 - st.t0), 6)}
-        if st.outputs is not None:
-            res["outputs"] = st.outputs
-        results[i] = res
-    return results  # type: ignore[return-value]
 
 
 class Executor(ExecutorBase):
@@ -312,6 +237,11 @@ class Executor(ExecutorBase):
         except OSError as e:
             log.warning("could not remove the sandbox dir %s: %s", self._base, e)
 
+    @property
+    def sandbox_dir(self) -> str:
+        """The directory under which every slot's cells get their work dirs."""
+        return self._base
+
     def server_pids(self) -> list[int]:
         """Host pids of the slot processes (for tests and monitoring)."""
         return [s.channel.pid for s in self.slots if s.channel is not None]
@@ -383,21 +313,8 @@ class Executor(ExecutorBase):
         if self._closed:
             raise RuntimeError("this Executor is closed")
         results, states = start_batch(jobs)
-        units: list[_Unit] = []
-        # Units of up to chunk_tests tests; on small batches, smaller ones, so that a slow row
-        # (an infinite loop times every one of its tests) spreads over all slots.
-        want = 4 * len(self.slots)
-        chunk = self.chunk_tests
         copies = [same_programs(st.job) if st is not None else {} for st in states]
-        big = sum((st.job.shape[0] - len(c)) * -(-st.job.shape[1] // chunk)
-                  for st, c in zip(states, copies) if st) >= want
-        for i, st in enumerate(states):
-            if st is not None:
-                n, t = st.job.shape
-                n -= len(copies[i])
-                size = chunk if big else max(1, min(chunk, -(-n * t // want)))
-                units.extend(u for u in self._units(i, st.job, st, size)
-                             if u.program not in copies[i])
+        units = plan_units(states, copies, len(self.slots), self.chunk_tests)
         order = iter(units)
         lock = threading.Lock()
 
@@ -407,7 +324,7 @@ class Executor(ExecutorBase):
                     unit = next(order, None)
                 if unit is None:
                     return
-                self._run_unit(slot, unit, states[unit.job])
+                run_unit(slot, unit, states[unit.job])
                 if progress is not None:
                     progress(unit.stop - unit.start)
 
@@ -416,70 +333,25 @@ class Executor(ExecutorBase):
             th.start()
         for th in threads:
             th.join()
-        for st, c in zip(states, copies):
-            for p, first in c.items():  # a program's copies get its verdicts
-                st.outcomes[p] = list(st.outcomes[first])
-                if st.outputs is not None:
-                    st.outputs[p] = list(st.outputs[first])
-        copied = sum(len(c) * st.job.shape[1] for st, c in zip(states, copies) if st is not None)
+        copied = copy_verdicts(states, copies)
         if progress is not None and copied:
             progress(copied)  # the copies' cells are done too: a bar over every cell ends full
         return finish_batch(results, states)
 
-    def _units(self, index: int, job: Job, st: _JobState, size: int) -> list[_Unit]:
-        n, t = job.shape
-        if t == 0:
-            return []
-        out = []
-        seed = job_seed(job)
-        for p, program in enumerate(job.programs):
-            for a in range(0, t, size):
-                b = min(t, a + size)
-                if job.kind == "stdio":
-                    tests = [x for x, _ in job.tests[a:b]]
-                    expected = [y for _, y in job.tests[a:b]]
-                else:
-                    tests, expected = job.tests[a:b], None
-                req = {"op": "run", "kind": job.kind, "program": program, "setup": job.setup,
-                       "entry_point": job.entry_point,
-                       "tests": tests, "expected": expected, "time": job.time_limit_s,
-                       "wall": job.wall_limit_s, "mem_mb": job.memory_limit_mb,
-                       "out_mb": job.output_limit_mb, "return_outputs": job.return_outputs,
-                       "checker": job.checker, "seed": seed}
-                checker_wall = max(job.wall_limit_s, 5.0) if job.checker else 0.0
-                budget = (b - a) * (job.wall_limit_s + checker_wall + 1.0) + 10.0
-                out.append(_Unit(index, p, a, b, req, budget))
-        return out
-
-    def _run_unit(self, slot: Slot, unit: _Unit, st: _JobState) -> None:
-        now = time.monotonic()
-        with st.lock:
-            if not st.t0:
-                st.t0 = now
-        res = None
-        for attempt in range(2):
-            try:
-                if slot.channel is None:
-                    slot.start()
-                res = slot.call(unit.request, unit.budget_s)
-                if "error" in res:  # the server is in doubt (a zygote gone, a work dir
-                    # replaced, a bug): replace it and retry the unit once
-                    log.error("sandbox server error on job %r: %s", st.job.id, res["error"])
-                    res = None
-                    slot.close()
-                    continue
-                break
-            except Exception as e:  # noqa: BLE001 - a dead, hung or unstartable server
-                log.warning("slot %d failed (%s); restarting it", slot.index, e)
-                slot.close()
-                res = None
-        k = unit.stop - unit.start
-        outcomes = res["outcomes"] if res else [SANDBOX] * k
-        with st.lock:
-            st.outcomes[unit.program][unit.start:unit.stop] = outcomes
-            if st.outputs is not None and res and res.get("outputs") is not None:
-                st.outputs[unit.program][unit.start:unit.stop] = res["outputs"]
-            st.t1 = max(st.t1, time.monotonic())
-
 
 _PROTECTIVE = ("bubblewrap", "container", "seccomp", "landlock")
+
+
+def share_slots(options: dict, processes: Processes) -> dict:
+    """The local backend's options for one of ``processes``: without ``slots``, an equal part
+    of this machine's cores for each process on it."""
+    if options.get("slots") is None:
+        options["slots"] = max(1, (os.cpu_count() or 1) // max(1, processes.local_world_size))
+    return options
+
+
+BACKEND = Backend(
+    name="local", factory=Executor, share=share_slots,
+    help="warm fork-server slots on this machine (default)",
+    options=frozenset({"slots", "launcher", "allow_unsafe", "preload", "chunk_tests", "use_uid",
+                       "heavy_preload", "disable", "hash_seed"}))

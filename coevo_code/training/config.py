@@ -22,6 +22,7 @@ from trl import GRPOConfig
 
 from ..execution.backends import BACKENDS
 from ..execution.launchers import LAUNCHER_CHOICES
+from ..execution.registry import check_backend
 from ..labels import JUDGES as LABEL_JUDGES
 from ..labels import SOURCES as LABEL_SOURCES
 from .scoring import CONTROLS, ROLES_TRAINED
@@ -251,12 +252,10 @@ class CoevoConfig(GRPOConfig):
             errors.append(f"--skip_zero_advantage needs --beta 0 and --loss_type dapo (otherwise a "
                           f"row with zero advantage still moves the loss), got beta={self.beta}, "
                           f"loss_type={self.loss_type!r}")
-        if self.exec_backend not in BACKENDS:
-            errors.append(f"--exec_backend must be one of {', '.join(BACKENDS)}, got "
-                          f"{self.exec_backend!r}")
-        elif self.exec_address and self.exec_backend != "ray":
-            errors.append(f"--exec_address {self.exec_address!r} is for the ray backend (set "
-                          f"--exec_backend ray)")
+        problem = check_backend(self.exec_backend, self.exec_address,
+                                backend_flag="--exec_backend", address_flag="--exec_address")
+        if problem:
+            errors.append(problem)
         if self.exec_time_limit_s is not None and not self.exec_time_limit_s > 0:
             errors.append(f"--exec_time_limit_s must be > 0, got {self.exec_time_limit_s}")
         if self.label_judge not in LABEL_JUDGES:

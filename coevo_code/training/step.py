@@ -246,18 +246,11 @@ class CoevoStep:
     def executor(self):
         if self._executor is None:
             from ..execution import make_executor
-            opts = dict(self.executor_options)
-            if opts.get("slots") is None and opts.get("backend", "local") == "local":
-                local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-                opts["slots"] = max(1, (os.cpu_count() or 1) // max(1, local))
-            if opts.get("backend") == "ray" and opts.get("share") is None:
-                # every process of every agent opens one executor on the same Ray pool: each
-                # takes an equal part of every sandbox node (and of exec_slots, its slots per
-                # node for the whole run)
-                drivers = int(os.environ.get("WORLD_SIZE", "1")) * max(1, self.n_agents)
-                opts["share"] = 1.0 / drivers
-                if opts.get("slots") is not None:
-                    opts["slots"] = max(1, opts["slots"] // drivers)
+            from ..execution.registry import Processes, share_options
+            # each process of each agent opens one executor: the backend's share arithmetic
+            opts = share_options(self.executor_options, Processes(
+                int(os.environ.get("WORLD_SIZE", "1")),
+                int(os.environ.get("LOCAL_WORLD_SIZE", "1")), max(1, self.n_agents)))
             self._executor = make_executor(**opts)
         return self._executor
 

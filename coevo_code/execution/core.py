@@ -1,0 +1,229 @@
+"""The execution core every backend uses: a batch of jobs from parsing to result dicts.
+
+A backend (``registry.py``) only decides *where* units of work run. What a batch is, and what
+comes back, is decided here, once:
+
+- :func:`start_batch` parses the jobs (a malformed job gets its ``{"id", "error"}`` result) and
+  gives each well-formed one an empty :class:`JobState` (its outcome and output matrices);
+- :func:`same_programs` finds the programs of a job whose text an earlier one has: each text
+  runs once, and :func:`copy_verdicts` gives its copies its verdicts after the run;
+- :func:`distinct_programs` lists the programs that do run;
+- :func:`cell_budget_s` / :func:`unit_budget_s` are the time budget of a unit of cells (the
+  wall limit of each cell, the checker's, and a margin), the one figure a backend waits for;
+- :func:`plan_units` cuts a batch into :class:`Unit` s (one program against a chunk of tests,
+  as the sandbox server's ``run`` request), and :func:`run_unit` runs one on a slot, replacing
+  the slot's server and retrying once if it fails, writing the unit's cells into its job's
+  state;
+- :func:`finish_batch` assembles the result dicts (``passed``, ``outcomes``, ``seconds``,
+  ``outputs`` when asked), in job order.
+
+A slot, for :func:`run_unit`, is anything with ``index``, ``channel`` (None when stopped),
+``start()``, ``call(request, timeout)`` and ``close()``: the local executor's
+:class:`~coevo_code.execution.executor.Slot`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..sandbox.protocol import OK, SANDBOX
+from .jobs import Job, JobError, job_seed, parse_job
+
+log = logging.getLogger(__name__)
+
+# the time budget of a unit: per cell, its wall limit, the checker's (at least 5 s) and this;
+# per unit, this on top (a server's start and the unit's own overhead)
+CELL_MARGIN_S = 1.0
+UNIT_MARGIN_S = 10.0
+
+
+@dataclass
+class JobState:
+    """A job being run: its outcome matrix (``None`` until a cell is written), its output matrix
+    when asked, and when its first unit started and its last finished."""
+    job: Job
+    outcomes: list
+    outputs: list | None
+    t0: float = 0.0
+    t1: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def empty(cls, job: Job) -> "JobState":
+        n, t = job.shape
+        return cls(job, [[None] * t for _ in range(n)],
+                   [[""] * t for _ in range(n)] if job.return_outputs else None)
+
+
+@dataclass
+class Unit:
+    """One server request: program ``program`` of job ``job`` against tests ``start:stop``."""
+    job: int
+    program: int
+    start: int
+    stop: int
+    request: dict
+    budget_s: float
+
+
+def start_batch(jobs: Iterable[Any]) -> tuple[list[dict | None], list[JobState | None]]:
+    """A batch's jobs parsed, for any backend: the results so far (a malformed job's
+    ``{"id", "error"}``, None elsewhere) and an empty state per well-formed job."""
+    results: list[dict | None] = []
+    states: list[JobState | None] = []
+    for raw in jobs:
+        jid = raw.get("id") if isinstance(raw, dict) else None
+        try:
+            job = raw if isinstance(raw, Job) else parse_job(raw)
+        except JobError as e:
+            results.append({"id": jid, "error": str(e)})
+            states.append(None)
+            continue
+        except Exception as e:  # noqa: BLE001 - a job no rule foresaw: its own error, not the run's
+            results.append({"id": jid, "error": f"the job could not be read ({type(e).__name__}: "
+                                                f"{str(e)[:200]})"})
+            states.append(None)
+            continue
+        states.append(JobState.empty(job))
+        results.append(None)
+    return results, states
+
+
+def same_programs(job: Job) -> dict[int, int]:
+    """{index: index of its first copy} for every program of ``job`` whose text an earlier one
+    has: a policy's k samples often repeat a program word for word, and the same text gets the
+    same verdicts, so each text runs once (a program that reads the clock or draws random numbers
+    gets the verdicts of its first copy's runs)."""
+    first: dict[str, int] = {}
+    out = {}
+    for i, p in enumerate(job.programs):
+        if p in first:
+            out[i] = first[p]
+        else:
+            first[p] = i
+    return out
+
+
+def distinct_programs(job: Job, copies: dict[int, int]) -> list[int]:
+    """The indices of the programs of ``job`` that run (those not in ``copies``), in order."""
+    return [p for p in range(job.shape[0]) if p not in copies]
+
+
+def copy_verdicts(states: list[JobState | None], copies: list[dict[int, int]]) -> int:
+    """Give every copy of a program its first copy's outcomes (and outputs); returns the number
+    of cells so filled, for a progress bar over every cell."""
+    for st, c in zip(states, copies):
+        for p, first in c.items():
+            st.outcomes[p] = list(st.outcomes[first])
+            if st.outputs is not None:
+                st.outputs[p] = list(st.outputs[first])
+    return sum(len(c) * st.job.shape[1] for st, c in zip(states, copies) if st is not None)
+
+
+def cell_budget_s(job: Job) -> float:
+    """The time one cell of ``job`` may take, margin included."""
+    checker_wall = max(job.wall_limit_s, 5.0) if job.checker else 0.0
+    return job.wall_limit_s + checker_wall + CELL_MARGIN_S
+
+
+def unit_budget_s(job: Job, tests: int) -> float:
+    """The time a server may take to answer one :class:`Unit` of ``tests`` cells."""
+    return tests * cell_budget_s(job) + UNIT_MARGIN_S
+
+
+def job_units(index: int, job: Job, size: int) -> list[Unit]:
+    """Job ``index``'s units: every program against chunks of ``size`` tests (none when the job
+    has no tests)."""
+    n, t = job.shape
+    if t == 0:
+        return []
+    out = []
+    seed = job_seed(job)
+    for p, program in enumerate(job.programs):
+        for a in range(0, t, size):
+            b = min(t, a + size)
+            if job.kind == "stdio":
+                tests = [x for x, _ in job.tests[a:b]]
+                expected = [y for _, y in job.tests[a:b]]
+            else:
+                tests, expected = job.tests[a:b], None
+            req = {"op": "run", "kind": job.kind, "program": program, "setup": job.setup,
+                   "entry_point": job.entry_point,
+                   "tests": tests, "expected": expected, "time": job.time_limit_s,
+                   "wall": job.wall_limit_s, "mem_mb": job.memory_limit_mb,
+                   "out_mb": job.output_limit_mb, "return_outputs": job.return_outputs,
+                   "checker": job.checker, "seed": seed}
+            out.append(Unit(index, p, a, b, req, unit_budget_s(job, b - a)))
+    return out
+
+
+def plan_units(states: list[JobState | None], copies: list[dict[int, int]], slots: int,
+               chunk_tests: int) -> list[Unit]:
+    """The units of a batch for ``slots`` slots, copies left out: units of up to
+    ``chunk_tests`` tests; on small batches (fewer than four units per slot), smaller ones, so
+    that a slow row (an infinite loop times every one of its tests) spreads over all slots."""
+    want = 4 * slots
+    chunk = chunk_tests
+    big = sum((st.job.shape[0] - len(c)) * -(-st.job.shape[1] // chunk)
+              for st, c in zip(states, copies) if st) >= want
+    units: list[Unit] = []
+    for i, st in enumerate(states):
+        if st is not None:
+            n, t = st.job.shape
+            n -= len(copies[i])
+            size = chunk if big else max(1, min(chunk, -(-n * t // want)))
+            units.extend(u for u in job_units(i, st.job, size) if u.program not in copies[i])
+    return units
+
+
+def run_unit(slot: Any, unit: Unit, st: JobState) -> None:
+    """Run ``unit`` on ``slot`` and write its cells into ``st``. A server that fails (dies, does
+    not answer within the unit's budget, or reports an error) is replaced and the unit retried
+    once; then its cells become ``sandbox_error``."""
+    now = time.monotonic()
+    with st.lock:
+        if not st.t0:
+            st.t0 = now
+    res = None
+    for attempt in range(2):
+        try:
+            if slot.channel is None:
+                slot.start()
+            res = slot.call(unit.request, unit.budget_s)
+            if "error" in res:  # the server is in doubt (a zygote gone, a work dir
+                # replaced, a bug): replace it and retry the unit once
+                log.error("sandbox server error on job %r: %s", st.job.id, res["error"])
+                res = None
+                slot.close()
+                continue
+            break
+        except Exception as e:  # noqa: BLE001 - a dead, hung or unstartable server
+            log.warning("slot %d failed (%s); restarting it", slot.index, e)
+            slot.close()
+            res = None
+    k = unit.stop - unit.start
+    outcomes = res["outcomes"] if res else [SANDBOX] * k
+    with st.lock:
+        st.outcomes[unit.program][unit.start:unit.stop] = outcomes
+        if st.outputs is not None and res and res.get("outputs") is not None:
+            st.outputs[unit.program][unit.start:unit.stop] = res["outputs"]
+        st.t1 = max(st.t1, time.monotonic())
+
+
+def finish_batch(results: list[dict | None], states: list[JobState | None]) -> list[dict]:
+    """The result dict of every job whose state was filled in (``passed``, ``outcomes``,
+    ``seconds``, ``outputs`` when asked), in job order."""
+    for i, st in enumerate(states):
+        if st is None:
+            continue
+        res = {"id": st.job.id, "passed": [[o == OK for o in row] for row in st.outcomes],
+               "outcomes": st.outcomes, "seconds": round(max(0.0, st.t1 - st.t0), 6)}
+        if st.outputs is not None:
+            res["outputs"] = st.outputs
+        results[i] = res
+    return results  # type: ignore[return-value]
+
