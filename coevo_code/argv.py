@@ -1,10 +1,16 @@
-"""Command-line argument lists, read one way: a flag's value, the list without it, the flags given;
-and :func:`parse_options`, the one parser of every command's options (dataclasses).
+"""Command lines, read one way.
 
-For the parts of the command line that a parser does not see, or sees too late: ``coevo train``
-picks a pair config from ``--config``/``--resume`` before TRL's parser runs, and ``coevo eval
---config FILE`` lets the flags given on the command line win over the file. A flag's value is
-written ``--flag value`` or ``--flag=value``.
+:func:`parse_options` is the one parser of every ``coevo`` command's options (TRL's model: the
+options are dataclasses, each field a ``--field`` with its help in the field's metadata, read by
+transformers' ``HfArgumentParser``): ``--config FILE`` (YAML of field: value), then ``--field
+value`` overrides, which win. One spelling, the training config's (``--k_code``,
+``--exec_slots``); an old spelling (``--k-code``, ``--slots``) still works for one release, with
+a :class:`RenamedFlagWarning` naming the new one. :func:`option` declares such a field.
+
+And the parts of a command line a parser does not see, or sees too late: ``coevo train`` picks a
+pair config from ``--config``/``--resume`` before TRL's parser runs (:func:`flag_value`,
+:func:`pop_flag`, :func:`without_flag`, :func:`flag_pairs`). A flag's value is written ``--flag
+value`` or ``--flag=value``.
 """
 
 from __future__ import annotations
@@ -49,11 +55,6 @@ def without_flag(argv: list[str], flag: str) -> list[str]:
         elif not a.startswith(flag + "="):
             out.append(a)
     return out
-
-
-def given_flags(argv: list[str]) -> set[str]:
-    """The names of the long flags in ``argv``, dashes as underscores (``--top-p=1``: ``top_p``)."""
-    return {a[2:].split("=")[0].replace("-", "_") for a in argv if a.startswith("--")}
 
 
 def flag_pairs(argv: list[str]) -> list[tuple[str, str | None]]:
@@ -119,13 +120,16 @@ class _Spellings:
         import typing
         self.prog = prog
         self.kind: dict[str, str] = {}
+        self.short: dict[str, str] = {}
         for t in types:
             hints = typing.get_type_hints(t)
             for f in dataclasses.fields(t):
                 if f.init:
                     self.kind[f.name] = _kind(hints[f.name])
+                    for alias in f.metadata.get("aliases") or ():
+                        self.short[alias] = f.name
         self.renamed = {k.lstrip("-").replace("-", "_"): v for k, v in (renamed or {}).items()}
-        self.short = dict(short or {})
+        self.short.update(short or {})
 
     def field(self, spelled: str, where: str = "") -> str:
         """The field an option spelled ``spelled`` (without dashes) sets; a warning when the
@@ -147,10 +151,11 @@ class _Spellings:
 def normalize_argv(spellings: _Spellings, argv: list[str],
                    positional: tuple[str, ...] = ()) -> list[str]:
     """``argv`` in the one spelling: every option as ``--field=value`` (a list field as
-    ``--field v1 v2``), bare words as the ``positional`` fields in order, old spellings
+    ``--field v1 v2``: every value it is given, a repeated flag adding), bare words as the ``positional`` fields in order, old spellings
     rewritten with a :class:`RenamedFlagWarning`. ValueError names an unknown flag, a flag
     without its value or a word too many."""
     out: list[str] = []
+    lists: dict[str, list[str]] = {}
     free = list(positional)
     i = 0
     while i < len(argv):
@@ -186,12 +191,14 @@ def normalize_argv(spellings: _Spellings, argv: list[str],
                 i += 1
             if not values:
                 raise ValueError(f"--{name} needs a value")
-            out += [f"--{name}", *values]
+            lists.setdefault(name, []).extend(values)  # a repeated list flag adds to it
         else:
             if i >= len(argv) or (_is_flag(argv[i]) and argv[i] != "-"):
                 raise ValueError(f"--{name} needs a value")
             out.append(f"--{name}={argv[i]}")
             i += 1
+    for name, values in lists.items():
+        out += [f"--{name}", *values]
     return out
 
 
@@ -204,7 +211,21 @@ def options_parser(types, prog: str, description: str | None = None):
         def error(self, message):
             raise ValueError(message)
 
-    return _Parser(list(types), prog=prog, description=description)
+        @staticmethod
+        def _parse_dataclass_field(parser, field):
+            # one spelling: HfArgumentParser also adds a dashed ``--k-code`` for ``--k_code``;
+            # here that is an old spelling, rewritten (with its warning) before parsing
+            add = parser.add_argument
+            parser.add_argument = lambda *names, **kw: add(
+                *[n for n in names if "-" not in n.lstrip("-")], **kw)
+            try:
+                HfArgumentParser._parse_dataclass_field(parser, field)
+            finally:
+                del parser.add_argument
+
+    return _Parser(list(types), prog=prog, description=description,
+                   epilog="Every option can also be set in a YAML file of field: value given as "
+                          "--config FILE; the command line wins over the file.")
 
 
 def parse_options(types, argv: list[str], *, prog: str, positional: tuple[str, ...] = (),
