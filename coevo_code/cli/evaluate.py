@@ -141,7 +141,7 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
     return 0
 
 
-def rank(args: RankOptions, bench: BenchmarkOptions, gen: GenerationOptions,
+def rank(args: RankOptions, selection: BenchmarkOptions, gen: GenerationOptions,
          execution: ExecutionOptions) -> int:
     from ..evaluation.rank import ALL_RANKERS, dumps, prepare_records, rank_items
     from ..generation.engines import EngineError, make_engine
@@ -170,7 +170,7 @@ def rank(args: RankOptions, bench: BenchmarkOptions, gen: GenerationOptions,
         try:
             bench = load_tasks(args.benchmark, args.data,
                                **({"split": args.split} if args.split else {}),
-                               **bench.loader_options())
+                               **selection.loader_options())
         except LoaderError as e:
             raise CLIError(str(e))
     try:
