@@ -151,9 +151,9 @@ class _Spellings:
 def normalize_argv(spellings: _Spellings, argv: list[str],
                    positional: tuple[str, ...] = ()) -> list[str]:
     """``argv`` in the one spelling: every option as ``--field=value`` (a list field as
-    ``--field v1 v2``: every value it is given, a repeated flag adding), bare words as the ``positional`` fields in order, old spellings
-    rewritten with a :class:`RenamedFlagWarning`. ValueError names an unknown flag, a flag
-    without its value or a word too many."""
+    ``--field v1 v2``: every value it is given, a repeated flag adding), bare words as the
+    ``positional`` fields in order, old spellings rewritten with a :class:`RenamedFlagWarning`.
+    ValueError names an unknown flag, a flag without its value or a word too many."""
     out: list[str] = []
     lists: dict[str, list[str]] = {}
     free = list(positional)

@@ -5,10 +5,12 @@ subparser and runs its handler. Every command's options are dataclasses read the
 (:class:`~.base.OptionsCommand`, :func:`coevo_code.argv.parse_options`; ``train``: TRL's parser
 over the training config): ``--config FILE`` (YAML of field: value) and ``--field value``
 overrides, in the training config's spelling (``--k_code``, ``--exec_slots``); an old spelling
-(``--k-code``, ``--slots``) works for one release, with a one-line warning naming the new one. Commands: ``execute`` and ``doctor`` (:mod:`.execute`), ``tasks
-check`` (:mod:`.tasks`), ``eval`` and ``rank`` (:mod:`.evaluate`), ``train`` (:mod:`.train`),
-``build-image`` (:mod:`.image`), ``report`` (:mod:`.report`). A command refuses with a
-:class:`CLIError`: one line ``coevo: MESSAGE`` on stderr, exit code 2.
+(``--k-code``, ``--slots``) works for one release, with a one-line warning naming the new one.
+
+Commands: ``execute`` and ``doctor`` (:mod:`.execute`), ``tasks check`` and ``tasks validate``
+(:mod:`.tasks`), ``eval`` and ``rank`` (:mod:`.evaluate`), ``train`` (:mod:`.train`), ``serve``
+(:mod:`.serve`), ``build-image`` (:mod:`.image`), ``report`` (:mod:`.report`). A command refuses
+with a :class:`CLIError`: one line ``coevo: MESSAGE`` on stderr, exit code 2.
 """
 
 from __future__ import annotations

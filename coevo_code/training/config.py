@@ -27,7 +27,6 @@ from ..labels import JUDGES as LABEL_JUDGES
 from ..labels import SOURCES as LABEL_SOURCES
 from .scoring import CONTROLS, ROLES_TRAINED, RewardOptions
 
-
 _Metadata = OptionMetadata
 
 
