@@ -262,10 +262,30 @@ def parse_options(types, argv: list[str], *, prog: str, positional: tuple[str, .
                              f"({str(e).splitlines()[0]})")
         if not isinstance(base, dict):
             raise ValueError(f"--config {config_file}: must hold a mapping of field: value")
-        parser.set_defaults(**{spellings.field(str(k), f" in {config_file}"): v
-                               for k, v in base.items()})
+        from_file = _as_argv(parser, {spellings.field(str(k), f" in {config_file}"): v
+                                      for k, v in base.items()})
+    else:
+        from_file = []
+    # the file's values are read as the command line's are (types, choices), and come first:
+    # a field given on the command line too takes its value from there
     return tuple(parser.parse_args_into_dataclasses(
-        args=normalize_argv(spellings, argv, positional), look_for_args_file=False))
+        args=from_file + normalize_argv(spellings, argv, positional), look_for_args_file=False))
+
+
+def _as_argv(parser, values: dict) -> list[str]:
+    """A YAML file's ``field: value`` pairs as ``--field=value`` words (a list as ``--field v1
+    v2``); a null value or an empty list becomes the parser's default for the field."""
+    out = []
+    for name, v in values.items():
+        if v is None or v == []:
+            parser.set_defaults(**{name: v})
+        elif isinstance(v, list):
+            out += [f"--{name}", *map(str, v)]
+        elif isinstance(v, bool):
+            out.append(f"--{name}={'true' if v else 'false'}")
+        else:
+            out.append(f"--{name}={v}")
+    return out
 
 
 class OptionMetadata(dict):

@@ -162,11 +162,19 @@ def test_the_defaults_are_the_old_flags_defaults(cmd, monkeypatch):
 
 def test_a_config_file_sets_options_and_the_command_line_wins(tmp_path):
     cfg = tmp_path / "eval.yaml"
-    cfg.write_text("k_code: 4\nk_test: 3\nexec_slots: 2\nbenchmark: humaneval\ntop_p: 0.5\n")
+    cfg.write_text("k_code: 4\nk_test: 3\nexec_slots: 2\nbenchmark: humaneval\ntop_p: 0.5\n"
+                   "quiet: true\nexec_allow_unsafe: false\nlimit: null\n")
     values, warned = _parse("eval", ["--config", str(cfg), "--k_test", "5"])
     assert (values["k_code"], values["k_test"], values["exec_slots"], values["top_p"],
-            values["benchmark"]) == (4, 5, 2, 0.5, "humaneval")
+            values["benchmark"], values["quiet"], values["exec_allow_unsafe"],
+            values["limit"]) == (4, 5, 2, 0.5, "humaneval", True, False, None)
     assert warned == []
+    srv = tmp_path / "serve.yaml"
+    srv.write_text("problems: [a, b=p]\nmax_body_mb: 1.5\n")
+    values, _ = _parse("serve", ["--config", str(srv), "--problems", "c"])
+    assert values["problems"] == ["c"] and values["max_body_mb"] == 1.5  # the command line wins
+    values, _ = _parse("serve", ["--config", str(srv)])
+    assert values["problems"] == ["a", "b=p"]
     cfg.write_text("k-code: 4\nslots: 2\n")  # the keys the old overlay took
     values, warned = _parse("eval", ["--config", str(cfg)])
     assert (values["k_code"], values["exec_slots"]) == (4, 2)
@@ -180,6 +188,9 @@ def test_a_config_file_sets_options_and_the_command_line_wins(tmp_path):
     ("k_cod: 4\n", "unknown field k_cod in"),
     ("- 1\n- 2\n", "must hold a mapping of field: value"),
     ("a: [\n", "not valid YAML"),
+    ("k_code: many\n", "argument --k_code: invalid int value: 'many'"),
+    ("engine: gpt\n", "argument --engine: invalid choice: 'gpt'"),
+    ("k_test: -1\n", "--k_test must be >= 0, got -1"),
 ])
 def test_a_bad_config_file_is_one_line_naming_it(tmp_path, text, msg):
     cfg = tmp_path / "bad.yaml"
