@@ -202,7 +202,7 @@ def normalize_argv(spellings: _Spellings, argv: list[str],
     return out
 
 
-def options_parser(types, prog: str, description: str | None = None):
+def options_parser(types, prog: str, description: str | None = None, usage: str | None = None):
     """transformers' ``HfArgumentParser`` over ``types`` (every field a ``--field``, its help
     from the field's metadata), whose errors are one-line ``ValueError``s."""
     from transformers import HfArgumentParser
@@ -223,7 +223,7 @@ def options_parser(types, prog: str, description: str | None = None):
             finally:
                 del parser.add_argument
 
-    return _Parser(list(types), prog=prog, description=description,
+    return _Parser(list(types), prog=prog, description=description, usage=usage,
                    epilog="Every option can also be set in a YAML file of field: value given as "
                           "--config FILE; the command line wins over the file.")
 
@@ -244,7 +244,9 @@ def parse_options(types, argv: list[str], *, prog: str, positional: tuple[str, .
 
     import yaml
 
-    parser = options_parser(types, prog, description)
+    words = "".join(f" [{p.upper()}]" for p in positional)
+    parser = options_parser(types, prog, description,
+                            usage=f"{prog}{words} [--config FILE] [--FIELD VALUE ...]")
     if "-h" in argv or "--help" in argv:
         raise HelpRequested(parser.format_help())
     spellings = _Spellings(types, prog, renamed, short)

@@ -55,7 +55,8 @@ class OptionsCommand(Command):
     renamed: dict[str, str] = {}
 
     def parse(self, argv: list[str], options: tuple[type, ...] | None = None,
-              positional: tuple[str, ...] | None = None, prog: str | None = None):
+              positional: tuple[str, ...] | None = None, prog: str | None = None,
+              description: str | None = None):
         """The options' instances from ``argv``; None after printing ``--help``; a
         :class:`CLIError` (one line) for a bad flag or value."""
         from ..argv import HelpRequested, parse_options
@@ -64,7 +65,7 @@ class OptionsCommand(Command):
             return parse_options(options or self.options, argv, prog=prog or f"coevo {self.name}",
                                  positional=self.positional if positional is None else positional,
                                  renamed={**OLD_SPELLINGS, **self.renamed},
-                                 description=self.help)
+                                 description=description or self.help)
         except HelpRequested as h:
             print(h.args[0])
             return None

@@ -82,18 +82,19 @@ class TasksCommand(OptionsCommand):
     positional = ("name",)
     SUBCOMMANDS = {"check": (CheckOptions, BenchmarkOptions, ExecutionOptions),
                    "validate": (ValidateOptions, ExecutionOptions)}
+    HELP = {"check": "run a dataset's reference (and incorrect) solutions through the sandbox, "
+                     "per problem",
+            "validate": "codecontests: drop generated tests the dataset's correct Python 3 "
+                        "solutions disagree with; write the cleaned file"}
 
     def register(self, sub) -> None:
         t = self.add_parser(sub)
         tsub = t.add_subparsers(dest="tasks_cmd")
-        tsub.add_parser("check", help="run a dataset's reference (and incorrect) solutions "
-                                      "through the sandbox, per problem")
-        tsub.add_parser("validate", help="codecontests: drop generated tests the dataset's "
-                                         "correct Python 3 solutions disagree with; write the "
-                                         "cleaned file")
+        for name, text in self.HELP.items():
+            tsub.add_parser(name, help=text)
 
-    def parse(self, argv, options=None, positional=None, prog=None):
-        return super().parse(_old_dataset_config(argv), options, positional, prog)
+    def parse(self, argv, options=None, positional=None, prog=None, description=None):
+        return super().parse(_old_dataset_config(argv), options, positional, prog, description)
 
     def run(self, args, argv: list[str]) -> int:
         if not argv or argv[0] not in self.SUBCOMMANDS:
@@ -102,7 +103,8 @@ class TasksCommand(OptionsCommand):
                 return 0
             raise CLIError("tasks: choose check or validate (`coevo tasks check --help`)")
         cmd = argv[0]
-        parsed = self.parse(argv[1:], self.SUBCOMMANDS[cmd], prog=f"coevo tasks {cmd}")
+        parsed = self.parse(argv[1:], self.SUBCOMMANDS[cmd], prog=f"coevo tasks {cmd}",
+                            description=self.HELP[cmd])
         if parsed is None:
             return 0
         return self.validate(*parsed) if cmd == "validate" else self.check(*parsed)
