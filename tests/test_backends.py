@@ -71,17 +71,17 @@ def test_cli_backend_flag(tmp_path):
     jobs.write_text(json.dumps(JOB) + "\n")
     out = tmp_path / "out.jsonl"
     run = subprocess.run([sys.executable, "-m", "coevo_code.cli", "execute", str(jobs), "-o",
-                          str(out), "--slots", "1", "--backend", "local", "-q"],
+                          str(out), "--exec_slots", "1", "--exec_backend", "local", "-q"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert json.loads(out.read_text())["passed"] == [[True, True], [False, False]]
     bad = subprocess.run([sys.executable, "-m", "coevo_code.cli", "execute", str(jobs), "-o",
-                          str(out), "--address", "10.0.0.1:6379", "-q"],
+                          str(out), "--exec_address", "10.0.0.1:6379", "-q"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
-        "coevo: --address '10.0.0.1:6379' is for the ray backend; the local backend runs on "
-        "this machine (pass --backend ray)"]
+        "coevo: --exec_address '10.0.0.1:6379' is for the ray backend; the local backend runs "
+        "on this machine (pass --exec_backend ray)"]
 
 
 def test_training_config_names_the_backend():

@@ -96,14 +96,26 @@ def test_execute_bundled_example(tmp_path):
 
 @pytest.mark.parametrize("args, msg", [
     (["execute", "/no/such/file.jsonl"], "no such jobs file"),
-    (["execute", "--slots", "0"], "--slots"),
-    (["execute", "--launcher", "nope"], "invalid choice"),
+    (["execute", "--exec_slots", "0"], "--exec_slots must be >= 1"),
+    (["execute", "--exec_launcher", "nope"], "invalid choice"),
+    (["execute", "--no-such-flag", "1"], "unknown flag --no-such-flag"),
+    (["eval", "--k_code", "0", "--benchmark", "x", "-o", "y"], "--k_code must be >= 1"),
+    (["rank", "--ranker"], "--ranker needs a value"),
 ])
 def test_errors_are_one_line(args, msg):
     r = coevo(*args)
     assert r.returncode == 2
-    last = r.stderr.strip().splitlines()[-1]  # argparse prints its usage above
-    assert msg in last and last.startswith("coevo")
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()], r.stderr  # one line, no usage
+    assert msg in r.stderr and r.stderr.startswith("coevo")
+
+
+def test_an_old_spelling_works_with_a_one_line_warning_naming_the_new_one():
+    r = coevo("execute", "--slots", "0")
+    assert r.returncode == 2
+    warning, error = r.stderr.strip().splitlines()
+    assert warning == ("warning: coevo execute: --slots is now --exec_slots (the old spelling "
+                       "works until the next release)")
+    assert error == "coevo: --exec_slots must be >= 1, got 0"
 
 
 def test_doctor_reports_layers():

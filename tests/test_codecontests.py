@@ -188,9 +188,9 @@ def test_check_and_validate_commands(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "2/4 reference solutions pass" in p.stdout, p.stdout
     assert "| 1_A | 5 | 2/4 | 1/1 | |" in p.stdout
-    p = subprocess.run(base + ["check", "mbpp", "--gold-tests", "private", "-q"],
+    p = subprocess.run(base + ["check", "mbpp", "--gold_tests", "private", "-q"],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and p.stderr.strip() == "coevo: --gold-tests applies to codecontests"
+    assert p.returncode == 2 and p.stderr.strip() == "coevo: --gold_tests applies to codecontests"
 
 
 MEMO = ('s = input().strip()\n'

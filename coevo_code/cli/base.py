@@ -1,5 +1,6 @@
-"""What every ``coevo`` command shares: the :class:`Command` it is, the :class:`CLIError` it
-raises to refuse, and the sandbox flags and executor of the commands that run programs."""
+"""What every ``coevo`` command shares: the :class:`Command` it is (an :class:`OptionsCommand`
+when its options are dataclasses), the :class:`CLIError` it raises to refuse, and the executor
+of the commands that run programs."""
 
 from __future__ import annotations
 
@@ -40,25 +41,51 @@ class Command:
         raise NotImplementedError
 
 
-def sandbox_flags(parser) -> None:
-    """``--launcher``, ``--no-uid``, ``--backend`` and ``--address``: where and how a command's
-    programs run."""
-    from ..execution.backends import add_backend_arguments
-    from ..execution.launchers import LAUNCHER_CHOICES
+class OptionsCommand(Command):
+    """A command whose options are dataclasses (TRL's model): :func:`coevo_code.argv.parse_options`
+    reads them, the same way for every command (``--config FILE`` YAML, then ``--field value``
+    overrides; old spellings work with a warning naming the new one), and :meth:`main` gets one
+    instance of each of :attr:`options`, in order.
 
-    parser.add_argument("--launcher", default="auto", choices=LAUNCHER_CHOICES,
-                        help="how slot servers are isolated (auto: bubblewrap if it works here)")
-    parser.add_argument("--no-uid", action="store_true",
-                        help="do not drop children to a per-slot uid when root")
-    add_backend_arguments(parser)
+    ``positional``: the fields bare words fill; ``renamed``: old flag -> field."""
+
+    raw = True
+    options: tuple[type, ...] = ()
+    positional: tuple[str, ...] = ()
+    renamed: dict[str, str] = {}
+
+    def parse(self, argv: list[str], options: tuple[type, ...] | None = None,
+              positional: tuple[str, ...] | None = None, prog: str | None = None,
+              description: str | None = None):
+        """The options' instances from ``argv``; None after printing ``--help``; a
+        :class:`CLIError` (one line) for a bad flag or value."""
+        from ..argv import HelpRequested, parse_options
+        from ..execution.options import OLD_SPELLINGS
+        try:
+            return parse_options(options or self.options, argv, prog=prog or f"coevo {self.name}",
+                                 positional=self.positional if positional is None else positional,
+                                 renamed={**OLD_SPELLINGS, **self.renamed},
+                                 description=description or self.help)
+        except HelpRequested as h:
+            print(h.args[0])
+            return None
+        except (ValueError, TypeError) as e:
+            raise CLIError(str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+    def run(self, args, argv: list[str]) -> int:
+        parsed = self.parse(argv)
+        return 0 if parsed is None else self.main(*parsed)
+
+    def main(self, *options) -> int:  # pragma: no cover - every options command has one
+        raise NotImplementedError
 
 
-def make_executor(args):
-    """The executor the sandbox flags ask for (``--backend``, ``--address``, ``--slots``,
-    ``--launcher``...), through the one factory; a refusal is one line."""
+def make_executor(options):
+    """The executor :class:`~coevo_code.execution.options.ExecutionOptions` ask for, through the
+    one factory; a refusal is one line."""
     from ..execution import IsolationError
-    from ..execution.backends import executor_from_args
+    from ..execution import make_executor as factory
     try:
-        return executor_from_args(args)
+        return factory(**options.executor_options())
     except (IsolationError, RuntimeError, ValueError, ImportError) as e:
         raise CLIError(str(e).splitlines()[0])

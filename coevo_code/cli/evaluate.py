@@ -1,6 +1,7 @@
 """``coevo eval`` (a model as coder and tester on a benchmark, or existing samples scored) and
-``coevo rank`` (one solution per problem chosen by a ranker): argument handling, progress and
-files; the work lives in :mod:`coevo_code.evaluation`."""
+``coevo rank`` (one solution per problem chosen by a ranker): progress and files; their options
+are dataclasses (:mod:`coevo_code.evaluation.options`, :mod:`coevo_code.generation.options`,
+:mod:`coevo_code.execution.options`), the work lives in :mod:`coevo_code.evaluation`."""
 
 from __future__ import annotations
 
@@ -9,30 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from ..argv import given_flags
-from ..generation.engines import ENGINES
-from .base import PLUS, CLIError, Command, make_executor, sandbox_flags
-
-
-def benchmark_flags(p) -> None:
-    """The benchmark selection flags every command that takes a benchmark has."""
-    p.add_argument("--release", help="livecodebench: release_v1 ... release_v6 (cumulative), "
-                                     "release_latest (default), or v1 ... v6 (one release)")
-    p.add_argument("--start-date", help="livecodebench: first contest date kept (YYYY-MM-DD)")
-    p.add_argument("--end-date", help="livecodebench: last contest date kept (YYYY-MM-DD)")
-    p.add_argument("--platform", help="livecodebench: leetcode, atcoder and/or codeforces "
-                                      "(comma-separated)")
-    p.add_argument("--livebench-date", help="livebench: questions as of this date (default "
-                                            "today): removed ones are left out")
-
-
-BENCHMARK_OPTIONS = ("release", "start_date", "end_date", "platform", "livebench_date")
-
-
-def benchmark_options(args) -> dict:
-    """The loader options the benchmark flags set (only those given)."""
-    return {k: getattr(args, k) for k in BENCHMARK_OPTIONS
-            if getattr(args, k, None) not in (None, "")}
+from ..evaluation.options import BenchmarkOptions, EvalOptions, RankOptions
+from ..execution.options import ExecutionOptions
+from ..generation.options import GenerationOptions
+from .base import PLUS, CLIError, OptionsCommand, make_executor
 
 
 def fit_bon(bon: list[tuple[int, int]], k_code: int, k_test: int
@@ -51,67 +32,12 @@ def fit_bon(bon: list[tuple[int, int]], k_code: int, k_test: int
     return out, notes
 
 
-def add_eval_arguments(e) -> None:
-    e.add_argument("--config", help="YAML of any of these flags (underscores for dashes); "
-                                    "flags given on the command line win")
-    e.add_argument("--benchmark", help="a dataset name (see `coevo tasks check`)")
-    e.add_argument("--data", help="a local copy of the benchmark (default: its public source)")
-    e.add_argument("--split", help="dataset split")
-    benchmark_flags(e)
-    e.add_argument("--limit", type=int, help="a seeded sample of this many problems")
-    e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--samples", help="score this JSONL of solutions (evalplus format: task_id "
-                                     "plus solution or completion) instead of generating")
-    e.add_argument("--model", help="local path or hub id (or `tiny`); with --engine openai: the "
-                                   "served model's name")
-    e.add_argument("--engine", default="transformers", choices=ENGINES)
-    e.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-    e.add_argument("--api-key", help="bearer token for --engine openai (or none)")
-    e.add_argument("--concurrency", type=int, default=8, help="openai: requests in flight")
-    e.add_argument("--requests-per-s", type=float, help="openai: request rate cap")
-    e.add_argument("--k-code", type=int, default=16, help="solutions per problem")
-    e.add_argument("--k-test", type=int, default=16, help="unit tests per problem")
-    e.add_argument("--bon", default="4x4,16x16", help="best-of-N settings NxM, comma-separated")
-    e.add_argument("--rankers", default="cure,codet,first",
-                   help="comma-separated: cure, codet, codet_sqrt, first")
-    e.add_argument("--temperature", type=float, default=1.0)
-    e.add_argument("--top-p", type=float, default=1.0)
-    e.add_argument("--max-tokens", type=int, default=1024)
-    e.add_argument("--batch-size", type=int, default=8, help="transformers: prompts per batch")
-    e.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs")
-    e.add_argument("-o", "--output", help="output directory")
-    e.add_argument("--slots", type=int, default=None)
-    e.add_argument("--allow-unsafe", action="store_true")
-    e.add_argument("-q", "--quiet", action="store_true")
-    sandbox_flags(e)
-
-
-def _apply_config(args, path: Path, argv: list[str]) -> None:
-    """Set the flags a YAML file names, except those given on the command line ``argv``."""
-    import yaml
-    if not path.is_file():
-        raise CLIError(f"--config: no such file {path}")
-    try:
-        cfg = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise CLIError(f"--config {path}: not valid YAML ({str(e).splitlines()[0]})")
-    if not isinstance(cfg, dict):
-        raise CLIError(f"--config {path}: must hold a mapping of flag: value")
-    given = given_flags(argv) | ({"output"} if "-o" in argv else set())
-    for key, value in cfg.items():
-        name = str(key).replace("-", "_")
-        if not hasattr(args, name) or name in ("func", "config"):
-            raise CLIError(f"--config {path}: unknown flag {key!r}")
-        if name not in given:
-            setattr(args, name, value)
-
-
-def _load(args, executor, for_samples: bool):
+def _load(args: EvalOptions, bench: BenchmarkOptions, executor, for_samples: bool):
     from ..tasks import LoaderError, load_tasks
     from ..tasks.model import seeded_sample
     name = args.benchmark.lower().replace("-", "").replace("_", "")
     options = {"split": args.split} if args.split else {}
-    options.update(benchmark_options(args))
+    options.update(bench.loader_options())
     if name in PLUS:
         options.update(executor=executor, chunk=None if for_samples else 50)
         if for_samples:  # expected outputs only for the tasks that have samples
@@ -130,17 +56,16 @@ def _load(args, executor, for_samples: bool):
     return ts
 
 
-def evaluate(args, argv: list[str]) -> int:
+def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
+             execution: ExecutionOptions) -> int:
     from tqdm import tqdm
 
     from ..evaluation.harness import RANKERS, judge, parse_bon, summarize
     from ..evaluation.report import write_results
     from ..evaluation.samples import SampleError, per_task, read_samples, score_samples
     from ..generation.cache import GenerationCache, generate_all
-    from ..generation.engines import EngineError, Sampling, make_engine
+    from ..generation.engines import EngineError, make_engine
 
-    if args.config:
-        _apply_config(args, Path(args.config), argv)
     for flag in ("benchmark", "output"):
         if not getattr(args, flag):
             raise CLIError(f"--{flag} is required (on the command line or in --config)")
@@ -160,14 +85,10 @@ def evaluate(args, argv: list[str]) -> int:
             print(f"note: {note}", file=sys.stderr)
     if not args.samples and not args.model:
         raise CLIError("give --model (to generate) or --samples (to score existing solutions)")
-    for flag in ("k_code", "k_test", "limit", "concurrency", "batch_size"):
-        v, least = getattr(args, flag), 1 if flag != "k_test" else 0
-        if v is not None and v < least:
-            raise CLIError(f"--{flag.replace('_', '-')} must be >= {least}, got {v}")
-    ex = make_executor(args)
+    ex = make_executor(execution)
     t0 = time.time()
     try:
-        ts = _load(args, ex, for_samples=bool(args.samples))
+        ts = _load(args, bench, ex, for_samples=bool(args.samples))
         if not args.quiet:
             print(ts.summary(), file=sys.stderr)
         if args.samples:
@@ -180,13 +101,9 @@ def evaluate(args, argv: list[str]) -> int:
                 summary, verdicts = score_samples(ts, samples, ex, progress=bar.update)
             results = {**summary, "samples_file": str(args.samples), "per_task": per_task(verdicts)}
         else:
-            sampling = Sampling(temperature=args.temperature, top_p=args.top_p,
-                                max_tokens=args.max_tokens, seed=args.seed)
+            sampling = gen.sampling(args.seed)
             try:
-                engine = make_engine(args.engine, args.model, sampling, base_url=args.base_url,
-                                     api_key=args.api_key, concurrency=args.concurrency,
-                                     requests_per_s=args.requests_per_s,
-                                     batch_size=args.batch_size)
+                engine = make_engine(gen.engine, args.model, sampling, **gen.engine_options())
                 cache = GenerationCache(out / "generations.jsonl")
                 total = len(ts) * ((args.k_code > 0) + (args.k_test > 0))
                 with tqdm(total=total, unit="prompt", desc="generate", disable=args.quiet,
@@ -206,7 +123,7 @@ def evaluate(args, argv: list[str]) -> int:
                 problems = judge(list(ts), gens, args.k_code, args.k_test, ex, progress=grow)
             summary = summarize(problems, bon, rankers, bootstrap=args.bootstrap, seed=args.seed)
             results = {"benchmark": ts.name, "source": ts.origin, "model": args.model,
-                       "engine": args.engine, "k_code": args.k_code, "k_test": args.k_test,
+                       "engine": gen.engine, "k_code": args.k_code, "k_test": args.k_test,
                        "bon": [f"{n}x{m}" for n, m in bon], "rankers": rankers,
                        **({"notes": bon_notes} if bon_notes else {}),
                        "sampling": vars(sampling), **summary,
@@ -224,36 +141,18 @@ def evaluate(args, argv: list[str]) -> int:
     return 0
 
 
-def add_rank_arguments(r) -> None:
-    r.add_argument("input", help="JSONL: {id, kind, solutions, tests} per line (see docs)")
-    r.add_argument("-o", "--output", default="-", help="JSONL out (default: stdout)")
-    r.add_argument("--ranker", default="cure", help="cure, codet, codet_sqrt, mbr or first")
-    r.add_argument("--benchmark", help="problems by task_id from this dataset")
-    r.add_argument("--data", help="a local copy of the benchmark")
-    r.add_argument("--split")
-    benchmark_flags(r)
-    r.add_argument("--tester", help="a tester model writing the tests (with --benchmark)")
-    r.add_argument("--engine", default="transformers", choices=ENGINES)
-    r.add_argument("--base-url")
-    r.add_argument("--api-key")
-    r.add_argument("--k-test", type=int, default=8)
-    r.add_argument("--max-tokens", type=int, default=1024)
-    r.add_argument("--temperature", type=float, default=1.0)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--slots", type=int, default=None)
-    r.add_argument("--allow-unsafe", action="store_true")
-    sandbox_flags(r)
-
-
-def rank(args) -> int:
+def rank(args: RankOptions, selection: BenchmarkOptions, gen: GenerationOptions,
+         execution: ExecutionOptions) -> int:
     from ..evaluation.rank import ALL_RANKERS, dumps, prepare_records, rank_items
-    from ..generation.engines import EngineError, Sampling, make_engine
+    from ..generation.engines import EngineError, make_engine
     from ..tasks import LoaderError, load_tasks
 
     if args.ranker not in ALL_RANKERS:
         raise CLIError(f"--ranker: unknown {args.ranker!r}; choose from {', '.join(ALL_RANKERS)}")
     if args.tester and not args.benchmark:
         raise CLIError("--tester writes tests from the problem statements: give --benchmark too")
+    if args.input is None:
+        raise CLIError("give the input JSONL (a file, or - for stdin)")
     src = sys.stdin if args.input == "-" else None
     if src is None:
         if not Path(args.input).is_file():
@@ -271,13 +170,12 @@ def rank(args) -> int:
         try:
             bench = load_tasks(args.benchmark, args.data,
                                **({"split": args.split} if args.split else {}),
-                               **benchmark_options(args))
+                               **selection.loader_options())
         except LoaderError as e:
             raise CLIError(str(e))
     try:
-        engine = (make_engine(args.engine, args.tester, Sampling(
-            temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed),
-            base_url=args.base_url, api_key=args.api_key) if args.tester else None)
+        engine = (make_engine(gen.engine, args.tester, gen.sampling(args.seed),
+                              **gen.engine_options()) if args.tester else None)
         items = prepare_records(records, bench, engine, args.k_test)
     except EngineError as e:
         raise CLIError(str(e))
@@ -285,7 +183,7 @@ def rank(args) -> int:
         if isinstance(rec, dict) and "__bad__" in rec:
             it.clear()
             it.update({"k": k, "id": str(k), "error": rec["__bad__"]})
-    ex = make_executor(args)
+    ex = make_executor(execution)
     try:
         rows = rank_items(items, ex, args.ranker)
     finally:
@@ -301,23 +199,20 @@ def rank(args) -> int:
     return 0 if all("error" not in r for r in rows) else 1
 
 
-class EvalCommand(Command):
+class EvalCommand(OptionsCommand):
     name = "eval"
     help = "evaluate a model (coder and tester) on a benchmark, or score existing samples"
+    options = (EvalOptions, BenchmarkOptions, GenerationOptions, ExecutionOptions)
 
-    def register(self, sub) -> None:
-        add_eval_arguments(self.add_parser(sub))
-
-    def run(self, args, argv: list[str]) -> int:
-        return evaluate(args, argv)
+    def main(self, *options) -> int:
+        return evaluate(*options)
 
 
-class RankCommand(Command):
+class RankCommand(OptionsCommand):
     name = "rank"
     help = "choose one solution per problem with a ranker (JSONL in/out)"
+    options = (RankOptions, BenchmarkOptions, GenerationOptions, ExecutionOptions)
+    positional = ("input",)
 
-    def register(self, sub) -> None:
-        add_rank_arguments(self.add_parser(sub))
-
-    def run(self, args, argv: list[str]) -> int:
-        return rank(args)
+    def main(self, *options) -> int:
+        return rank(*options)

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from .base import CLIError, Command, make_executor, sandbox_flags
+from ..argv import option
+from ..execution.options import ExecutionOptions
+from .base import CLIError, OptionsCommand, make_executor
 
 EXAMPLE_JOBS = Path(__file__).resolve().parent.parent / "examples" / "jobs.jsonl"
 
@@ -35,26 +38,30 @@ def _read_jobs(stream):
         yield k, job
 
 
-class ExecuteCommand(Command):
+@dataclass
+class ExecuteOptions:
+    """``coevo execute``: the jobs, where results go, and the progress shown."""
+
+    jobs: str = option(str(EXAMPLE_JOBS), "jobs file, one JSON job per line, or - for stdin "
+                                          "(default: bundled example); also the first bare word")
+    output: str = option("runs/execute/matrices.jsonl", "results file, or - for stdout",
+                         aliases=["-o"])
+    batch: int = option(256, "jobs per batch written out at once")
+    progress: bool = option(False, "show progress even when not a tty")
+    quiet: bool = option(False, "no progress bar", aliases=["-q"])
+
+    def __post_init__(self):
+        if self.batch < 1:
+            raise ValueError(f"--batch must be >= 1, got {self.batch}")
+
+
+class ExecuteCommand(OptionsCommand):
     name = "execute"
     help = "run JOBS.jsonl in the sandbox into pass matrices"
+    options = (ExecuteOptions, ExecutionOptions)
+    positional = ("jobs",)
 
-    def register(self, sub) -> None:
-        e = self.add_parser(sub)
-        e.add_argument("jobs", nargs="?", default=str(EXAMPLE_JOBS),
-                       help="jobs file, one JSON job per line, or - for stdin (default: bundled "
-                            "example)")
-        e.add_argument("-o", "--output", default="runs/execute/matrices.jsonl",
-                       help="results file, or - for stdout (default: %(default)s)")
-        e.add_argument("--slots", type=int, default=None, help="fork servers (default: CPU cores)")
-        e.add_argument("--batch", type=int, default=256, help="jobs per batch written out at once")
-        e.add_argument("--allow-unsafe", action="store_true",
-                       help="run even where no isolation layer is available (unprotected!)")
-        e.add_argument("--progress", action="store_true", help="show progress even when not a tty")
-        e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-        sandbox_flags(e)
-
-    def run(self, args, argv: list[str]) -> int:
+    def main(self, args: ExecuteOptions, execution: ExecutionOptions) -> int:
         """Run JOBS.jsonl through the sandbox; write one result line per job, in order, as each
         batch finishes (so nothing already computed is lost if the run is stopped)."""
         from tqdm import tqdm
@@ -66,7 +73,7 @@ class ExecuteCommand(Command):
                 raise CLIError(f"no such jobs file: {args.jobs}")
             src = path.open(encoding="utf-8", errors="surrogateescape")
         t_start = time.monotonic()
-        ex = make_executor(args)  # before the output is opened: a refusal leaves no empty file
+        ex = make_executor(execution)  # before the output is opened: a refusal leaves no empty file
         t_ready = time.monotonic()
         if args.output == "-":
             out = sys.stdout
@@ -140,29 +147,28 @@ ADVICE = {
 }
 
 
-class DoctorCommand(Command):
+class DoctorCommand(OptionsCommand):
     name = "doctor"
     help = "show which sandbox layers are active and how to fix others"
+    options = (ExecutionOptions,)
 
-    def register(self, sub) -> None:
-        sandbox_flags(self.add_parser(sub))
-
-    def run(self, args, argv: list[str]) -> int:
+    def main(self, args: ExecutionOptions) -> int:
         """Which isolation layers are active here, and how to enable the missing ones."""
         from ..execution import Executor, IsolationError
         from ..execution.launchers import BwrapLauncher, DockerLauncher
         from ..execution.registry import get_backend
 
-        doctor = get_backend(args.backend).doctor  # None: this machine's report, below
+        doctor = get_backend(args.exec_backend).doctor  # None: this machine's report, below
         if doctor is not None:
             try:
-                print(doctor(args.address, launcher=args.launcher, use_uid=not args.no_uid))
+                print(doctor(args.exec_address, launcher=args.exec_launcher,
+                             use_uid=not args.exec_no_uid))
             except (IsolationError, RuntimeError, ValueError, ImportError) as e:
                 raise CLIError(str(e).splitlines()[0])
             return 0
         try:
-            ex = Executor(slots=1, launcher=args.launcher, allow_unsafe=True,
-                          use_uid=not args.no_uid)
+            ex = Executor(slots=1, launcher=args.exec_launcher, allow_unsafe=True,
+                          use_uid=not args.exec_no_uid)
         except (IsolationError, RuntimeError, ValueError) as e:
             raise CLIError(str(e))
         rep = ex.isolation
@@ -191,6 +197,6 @@ class DoctorCommand(Command):
             "bubblewrap", "seccomp", "landlock", "container"}
         if not protective:
             print("NO ISOLATION: programs would run unprotected; coevo refuses unless "
-                  "--allow-unsafe")
+                  "--exec_allow_unsafe")
             return 1
         return 0

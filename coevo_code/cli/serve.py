@@ -5,132 +5,138 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
-from .base import PLUS, CLIError, Command, sandbox_flags
+from ..argv import option
+from ..execution.options import ExecutionOptions
+from .base import PLUS, CLIError, OptionsCommand
 
 
-class ServeCommand(Command):
+@dataclass
+class ServeArgs:
+    """``coevo serve``: where it listens, the problems rewards may name, and the tester."""
+
+    host: str = option("127.0.0.1", "address to listen on (any other than loopback needs a "
+                                    "token)")
+    port: int = option(8080, "port (0: any)")
+    token: str | None = option(default_factory=lambda: os.environ.get("COEVO_SERVE_TOKEN"),
+                               help="token every request but /health must carry (default: "
+                                    "$COEVO_SERVE_TOKEN); required when --host is not loopback")
+    problems: list[str] = option(default_factory=list,
+                                 help="benchmarks whose problems rewards may name, NAME[=PATH] "
+                                      "(several, or the flag repeated), e.g. humanevalplus=../"
+                                      "shared/data/humanevalplus/HumanEvalPlus.jsonl.gz")
+    max_tests: int | None = option(None, "gold reward: the first N gold tests of a problem "
+                                         "(default: all)")
+    tester: str | None = option(None, "a tester model: rewards on the tests it writes (once per "
+                                      "problem)")
+    engine: str = option("transformers", "the tester's generation engine",
+                         choices=["transformers", "vllm"])
+    k_tests: int = option(8, "tests the tester writes a problem")
+    tester_cache: str | None = option(None, "file keeping the tester's tests across restarts")
+    temperature: float = option(1.0, "the tester's sampling temperature")
+    max_tokens: int = option(512, "the tester's new tokens per completion at most")
+    seed: int = option(0, "the tester's sampling seed")
+
+    def __post_init__(self):
+        if self.k_tests < 1:
+            raise ValueError("--k_tests must be >= 1")
+        if self.max_tests is not None and self.max_tests < 1:
+            raise ValueError("--max_tests must be >= 1")
+
+
+@dataclass
+class ServeLimits:
+    """What one request, and the queue, may ask for (a request asking for more gets these)."""
+
+    _argument_group_name = "limits (a request asking for more gets these)"
+
+    max_time_limit: float = option(10.0, "CPU s per cell")
+    max_wall_limit: float = option(30.0, "wall s per cell")
+    max_memory_mb: int = option(2048, "MiB per cell")
+    max_output_mb: float = option(16.0, "MiB of stdout per cell")
+    max_cells: int = option(100_000, "cells per request")
+    max_body_mb: float = option(32.0, "request body size")
+    max_jobs: int = option(4096, "jobs per /execute request, malformed ones included")
+    max_response_mb: float = option(64.0, "outputs a request may ask back (return_outputs: 64 "
+                                          "KiB per cell counted)")
+    queue_response_mb: float = option(512.0, "the same over every queued request, then 429")
+    max_reward_items: int = option(4096, "completions per reward request")
+    max_query_chars: int = option(1 << 20, "characters of one reward query or completion")
+    max_pending_rewards: int = option(256, "reward requests scored at once, then 429")
+    max_connections: int = option(1024, "open connections and requests, then 503")
+    tester_max_new: int = option(8, "--tester: problems without tests yet one request may bring "
+                                    "(more: 429)")
+    tester_max_inline: int = option(1024, "--tester: problems given in requests whose tests are "
+                                          "kept (the oldest forgotten first)")
+    queue_cells: int = option(1_000_000, "cells queued before 429")
+    queue_requests: int = option(1024, "requests queued before 429")
+    grace: float = option(30.0, "seconds to finish in-flight requests on SIGTERM")
+
+    def __post_init__(self):
+        for flag in ("max_cells", "queue_cells", "queue_requests", "max_reward_items",
+                     "max_jobs", "max_query_chars", "max_pending_rewards", "max_connections",
+                     "tester_max_new", "tester_max_inline"):
+            if getattr(self, flag) < 1:
+                raise ValueError(f"--{flag} must be >= 1")
+        for flag in ("max_response_mb", "queue_response_mb", "grace"):
+            if not getattr(self, flag) > 0:
+                raise ValueError(f"--{flag} must be > 0")
+
+
+class ServeCommand(OptionsCommand):
     name = "serve"
     help = "serve the judge over HTTP (coevo execute, SandboxFusion /run_code, OpenRLHF rewards)"
+    options = (ServeArgs, ServeLimits, ExecutionOptions)
 
-    def register(self, sub) -> None:
-        s = self.add_parser(sub)
-        s.add_argument("--host", default="127.0.0.1",
-                       help="address to listen on (default: %(default)s; any other needs a token)")
-        s.add_argument("--port", type=int, default=8080, help="port (default: %(default)s; 0: any)")
-        s.add_argument("--token", default=os.environ.get("COEVO_SERVE_TOKEN"),
-                       help="token every request but /health must carry (default: "
-                            "$COEVO_SERVE_TOKEN); required when --host is not loopback")
-        s.add_argument("--slots", type=int, default=None, help="sandbox slots (default: CPU cores)")
-        s.add_argument("--allow-unsafe", action="store_true",
-                       help="run even where no isolation layer is available (unprotected!)")
-        sandbox_flags(s)
-        s.add_argument("--problems", action="append", default=[], metavar="NAME[=PATH]",
-                       help="a benchmark whose problems rewards may name (repeatable), e.g. "
-                            "humanevalplus=../shared/data/humanevalplus/HumanEvalPlus.jsonl.gz")
-        s.add_argument("--max-tests", type=int, default=None,
-                       help="gold reward: the first N gold tests of a problem (default: all)")
-        s.add_argument("--tester", default=None,
-                       help="a tester model: rewards on the tests it writes (once per problem)")
-        s.add_argument("--engine", default="transformers", choices=("transformers", "vllm"),
-                       help="the tester's generation engine")
-        s.add_argument("--k-tests", type=int, default=8, help="tests the tester writes a problem")
-        s.add_argument("--tester-cache", default=None,
-                       help="file keeping the tester's tests across restarts")
-        s.add_argument("--temperature", type=float, default=1.0)
-        s.add_argument("--max-tokens", type=int, default=512)
-        s.add_argument("--seed", type=int, default=0)
-        g = s.add_argument_group("limits (a request asking for more gets these)")
-        g.add_argument("--max-time-limit", type=float, default=10.0, help="CPU s per cell")
-        g.add_argument("--max-wall-limit", type=float, default=30.0, help="wall s per cell")
-        g.add_argument("--max-memory-mb", type=int, default=2048, help="MiB per cell")
-        g.add_argument("--max-output-mb", type=float, default=16.0, help="MiB of stdout per cell")
-        g.add_argument("--max-cells", type=int, default=100_000, help="cells per request")
-        g.add_argument("--max-body-mb", type=float, default=32.0, help="request body size")
-        g.add_argument("--max-jobs", type=int, default=4096,
-                       help="jobs per /execute request, malformed ones included")
-        g.add_argument("--max-response-mb", type=float, default=64.0,
-                       help="outputs a request may ask back (return_outputs: 64 KiB per cell "
-                            "counted) (default: %(default)s)")
-        g.add_argument("--queue-response-mb", type=float, default=512.0,
-                       help="the same over every queued request, then 429 "
-                            "(default: %(default)s)")
-        g.add_argument("--max-reward-items", type=int, default=4096,
-                       help="completions per reward request")
-        g.add_argument("--max-query-chars", type=int, default=1 << 20,
-                       help="characters of one reward query or completion")
-        g.add_argument("--max-pending-rewards", type=int, default=256,
-                       help="reward requests scored at once, then 429 (default: %(default)s)")
-        g.add_argument("--max-connections", type=int, default=1024,
-                       help="open connections and requests, then 503 (default: %(default)s)")
-        g.add_argument("--tester-max-new", type=int, default=8,
-                       help="--tester: problems without tests yet one request may bring (more: "
-                            "429) (default: %(default)s)")
-        g.add_argument("--tester-max-inline", type=int, default=1024,
-                       help="--tester: problems given in requests whose tests are kept (the "
-                            "oldest forgotten first) (default: %(default)s)")
-        g.add_argument("--queue-cells", type=int, default=1_000_000,
-                       help="cells queued before 429 (default: %(default)s)")
-        g.add_argument("--queue-requests", type=int, default=1024,
-                       help="requests queued before 429 (default: %(default)s)")
-        g.add_argument("--grace", type=float, default=30.0,
-                       help="seconds to finish in-flight requests on SIGTERM")
-
-    def run(self, args, argv: list[str]) -> int:
+    def main(self, args: ServeArgs, lim: ServeLimits, execution: ExecutionOptions) -> int:
         from ..execution import IsolationError
         from ..serve.app import ServeOptions
         from ..serve.dispatcher import Limits
         from ..serve.server import ServeError, bind, check_exposure, make_executors, serve
 
-        for flag in ("max_cells", "queue_cells", "queue_requests", "k_tests", "max_reward_items",
-                     "max_jobs", "max_query_chars", "max_pending_rewards", "max_connections",
-                     "tester_max_new", "tester_max_inline"):
-            if getattr(args, flag) < 1:
-                raise CLIError(f"--{flag.replace('_', '-')} must be >= 1")
-        for flag in ("max_response_mb", "queue_response_mb", "grace"):
-            if not getattr(args, flag) > 0:
-                raise CLIError(f"--{flag.replace('_', '-')} must be > 0")
-        if args.max_tests is not None and args.max_tests < 1:
-            raise CLIError("--max-tests must be >= 1")
         try:
             check_exposure(args.host, args.token)
             sock = bind(args.host, args.port)
         except ServeError as e:
             raise CLIError(str(e))
         try:
-            executors = make_executors(args.backend, args.address, args.slots,
-                                       launcher=args.launcher, allow_unsafe=args.allow_unsafe,
-                                       use_uid=not args.no_uid)
+            executors = make_executors(execution.exec_backend, execution.exec_address,
+                                       execution.exec_slots, launcher=execution.exec_launcher,
+                                       allow_unsafe=execution.exec_allow_unsafe,
+                                       use_uid=not execution.exec_no_uid)
         except (IsolationError, RuntimeError, ValueError, ImportError) as e:
             sock.close()
             raise CLIError(str(e).splitlines()[0])
         try:
-            rewards = self._rewards(args, executors[0])
+            rewards = self._rewards(args, lim, executors[0])
         except CLIError:
             sock.close()
             for ex in executors:
                 ex.close()
             raise
         iso = executors[0].isolation
-        slots = iso.get("slots", 1) * (len(executors) if args.backend == "local" else 1)
-        options = ServeOptions(token=args.token, max_body_bytes=int(args.max_body_mb * (1 << 20)),
-                               max_reward_items=args.max_reward_items, backend=args.backend,
+        slots = iso.get("slots", 1) * (len(executors) if execution.exec_backend == "local"
+                                       else 1)
+        options = ServeOptions(token=args.token, max_body_bytes=int(lim.max_body_mb * (1 << 20)),
+                               max_reward_items=lim.max_reward_items,
+                               backend=execution.exec_backend,
                                slots=slots, launcher=iso.get("launcher", ""), tester=args.tester,
-                               grace_s=args.grace, max_query_chars=args.max_query_chars,
-                               max_pending_rewards=args.max_pending_rewards)
-        limits = Limits(time_limit_s=args.max_time_limit, wall_limit_s=args.max_wall_limit,
-                        memory_limit_mb=args.max_memory_mb, output_limit_mb=args.max_output_mb,
-                        cells_per_request=args.max_cells, queue_cells=args.queue_cells,
-                        queue_requests=args.queue_requests, jobs_per_request=args.max_jobs,
-                        output_bytes_per_request=int(args.max_response_mb * (1 << 20)),
-                        queue_output_bytes=int(args.queue_response_mb * (1 << 20)))
-        serve(sock, executors, limits, options, rewards, grace_s=args.grace,
+                               grace_s=lim.grace, max_query_chars=lim.max_query_chars,
+                               max_pending_rewards=lim.max_pending_rewards)
+        limits = Limits(time_limit_s=lim.max_time_limit, wall_limit_s=lim.max_wall_limit,
+                        memory_limit_mb=lim.max_memory_mb, output_limit_mb=lim.max_output_mb,
+                        cells_per_request=lim.max_cells, queue_cells=lim.queue_cells,
+                        queue_requests=lim.queue_requests, jobs_per_request=lim.max_jobs,
+                        output_bytes_per_request=int(lim.max_response_mb * (1 << 20)),
+                        queue_output_bytes=int(lim.queue_response_mb * (1 << 20)))
+        serve(sock, executors, limits, options, rewards, grace_s=lim.grace,
               announce=lambda line: print(line, file=sys.stderr, flush=True),
-              max_connections=args.max_connections)
+              max_connections=lim.max_connections)
         return 0
 
     @staticmethod
-    def _rewards(args, executor):
+    def _rewards(args: ServeArgs, lim: ServeLimits, executor):
         """The reward service: on the loaded benchmarks' problems, and on problems that requests
         give in their labels (so it exists even with no --problems)."""
         from ..generation.engines import EngineError, Sampling, make_engine
@@ -157,5 +163,5 @@ class ServeCommand(Command):
                            "requests are keyed request:HASH); name the benchmark otherwise")
         return Rewards(sets, max_tests=args.max_tests or 1_000_000, engine=engine,
                        k_tests=args.k_tests, cache_path=args.tester_cache,
-                       max_new_per_request=args.tester_max_new,
-                       max_inline=args.tester_max_inline)
+                       max_new_per_request=lim.tester_max_new,
+                       max_inline=lim.tester_max_inline)

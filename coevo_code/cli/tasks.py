@@ -6,72 +6,122 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 
-from .base import PLUS, CLIError, Command, make_executor, sandbox_flags
-from .evaluate import benchmark_flags, benchmark_options
+from ..argv import option
+from ..evaluation.options import BenchmarkOptions
+from ..execution.options import ExecutionOptions
+from .base import PLUS, CLIError, OptionsCommand, make_executor
 
 DATASETS = ("humaneval, humanevalplus, mbpp, mbppplus, codecontests, codeforces, livecodebench, "
             "livebench, cure, world, bundled or native")
 
 
-class TasksCommand(Command):
+@dataclass
+class CheckOptions:
+    """``coevo tasks check``: which dataset, which of its solutions to run, what to print."""
+
+    name: str | None = option(None, f"the dataset: {DATASETS}; also the first bare word")
+    path: str | None = option(None, "a local file (default: the public source: hub id or "
+                                    "package)")
+    split: str | None = option(None, "split (mbpp: prompt/test/validation/train; hub sets)")
+    gold_tests: str | None = option(None, "codecontests: which tests are gold, comma-separated "
+                                          "among public, private, generated (default: all "
+                                          "three, docs/DATASETS.md)")
+    dataset_config: str | None = option(None, "codeforces: the dataset configuration (default: "
+                                              "default)", choices=["default", "verifiable"])
+    strict: bool = option(False, "codecontests/codeforces: a row the loader would refuse "
+                                 "(interactive, no tests) is an error instead")
+    references: int | None = option(None, "run the first N references (and N incorrect "
+                                          "solutions) of each problem (default: all)")
+    no_incorrect: bool = option(False, "do not run the incorrect solutions a dataset publishes")
+    limit: int | None = option(None, "humanevalplus/mbppplus: check a seeded sample")
+    seed: int = option(0, "seed of the sample")
+    report: str | None = option(None, "write the per-problem report (JSON) to this file")
+    verbose: bool = option(False, "one line per problem (its failing tests by outcome)",
+                           aliases=["-v"])
+    markdown: bool = option(False, "print the per-problem counts as a markdown table")
+    quiet: bool = option(False, "no progress bar", aliases=["-q"])
+
+    def __post_init__(self):
+        if self.name is None:
+            raise ValueError(f"give the dataset: {DATASETS}")
+        if self.references is not None and self.references < 1:
+            raise ValueError(f"--references must be at least 1, got {self.references}")
+
+
+@dataclass
+class ValidateOptions:
+    """``coevo tasks validate``: the CodeContests file to clean and where the cleaned one goes."""
+
+    name: str | None = option(None, "the dataset (codecontests); also the first bare word",
+                              choices=["codecontests"])
+    path: str | None = option(None, "the local file to validate (.jsonl, .jsonl.gz, .json, "
+                                    ".parquet); required")
+    output: str | None = option(None, "the cleaned file (.jsonl); required", aliases=["-o"])
+    references: int | None = option(None, "decide with the first N Python 3 solutions "
+                                          "(default: all)")
+    report: str | None = option(None, "write the per-row report (JSON) to this file")
+    quiet: bool = option(False, "no progress bar", aliases=["-q"])
+
+    def __post_init__(self):
+        for flag in ("name", "path", "output"):
+            if getattr(self, flag) is None:
+                raise ValueError(f"--{flag} is required" if flag != "name" else
+                                 "give the dataset: codecontests")
+        if self.name != "codecontests":
+            raise ValueError(f"tasks validate: the dataset must be codecontests, got "
+                             f"{self.name!r}")
+        if self.references is not None and self.references < 1:
+            raise ValueError(f"--references must be at least 1, got {self.references}")
+
+
+class TasksCommand(OptionsCommand):
     name = "tasks"
     help = "datasets: load, check and validate them"
+    positional = ("name",)
+    SUBCOMMANDS = {"check": (CheckOptions, BenchmarkOptions, ExecutionOptions),
+                   "validate": (ValidateOptions, ExecutionOptions)}
+    HELP = {"check": "run a dataset's reference (and incorrect) solutions through the sandbox, "
+                     "per problem",
+            "validate": "codecontests: drop generated tests the dataset's correct Python 3 "
+                        "solutions disagree with; write the cleaned file"}
 
     def register(self, sub) -> None:
-        t = sub.add_parser(self.name, help=self.help)
-        tsub = t.add_subparsers(dest="tasks_cmd", required=True)
-        c = self.add_parser(tsub, "check",
-                            help="run a dataset's reference (and incorrect) solutions through the "
-                                 "sandbox, per problem")
-        c.add_argument("name", help=DATASETS)
-        _dataset_flags(c)
-        benchmark_flags(c)
-        c.add_argument("--references", type=int, default=None, metavar="N",
-                       help="run the first N references (and N incorrect solutions) of each "
-                            "problem (default: all)")
-        c.add_argument("--no-incorrect", action="store_true",
-                       help="do not run the incorrect solutions a dataset publishes")
-        c.add_argument("--limit", type=int, help="humanevalplus/mbppplus: check a seeded sample")
-        c.add_argument("--seed", type=int, default=0)
-        c.add_argument("--report", metavar="FILE", help="write the per-problem report (JSON)")
-        c.add_argument("-v", "--verbose", action="store_true",
-                       help="one line per problem (its failing tests by outcome)")
-        c.add_argument("--markdown", action="store_true",
-                       help="print the per-problem counts as a markdown table")
-        _run_flags(c)
+        t = self.add_parser(sub)
+        tsub = t.add_subparsers(dest="tasks_cmd")
+        for name, text in self.HELP.items():
+            tsub.add_parser(name, help=text)
 
-        v = self.add_parser(tsub, "validate",
-                            help="codecontests: drop generated tests the dataset's correct "
-                                 "Python 3 solutions disagree with; write the cleaned file")
-        v.add_argument("name", choices=["codecontests"])
-        v.add_argument("--path", required=True, help="the local file to validate (.jsonl, "
-                                                     ".jsonl.gz, .json, .parquet)")
-        v.add_argument("-o", "--output", required=True, help="the cleaned file (.jsonl)")
-        v.add_argument("--references", type=int, default=None, metavar="N",
-                       help="decide with the first N Python 3 solutions (default: all)")
-        v.add_argument("--report", metavar="FILE", help="write the per-row report (JSON)")
-        _run_flags(v)
+    def parse(self, argv, options=None, positional=None, prog=None, description=None):
+        return super().parse(_old_dataset_config(argv), options, positional, prog, description)
 
     def run(self, args, argv: list[str]) -> int:
-        if args.tasks_cmd == "validate":
-            return self.validate(args)
-        return self.check(args)
+        if not argv or argv[0] not in self.SUBCOMMANDS:
+            if argv and argv[0] in ("-h", "--help"):
+                print("usage: coevo tasks {check,validate} ... (`coevo tasks check --help`)")
+                return 0
+            raise CLIError("tasks: choose check or validate (`coevo tasks check --help`)")
+        cmd = argv[0]
+        parsed = self.parse(argv[1:], self.SUBCOMMANDS[cmd], prog=f"coevo tasks {cmd}",
+                            description=self.HELP[cmd])
+        if parsed is None:
+            return 0
+        return self.validate(*parsed) if cmd == "validate" else self.check(*parsed)
 
-    def check(self, args) -> int:
+    def check(self, args: CheckOptions, bench: BenchmarkOptions,
+              execution: ExecutionOptions) -> int:
         from tqdm import tqdm
 
         from ..tasks import LoaderError, check_tasks, load_tasks
 
-        if args.references is not None and args.references < 1:
-            raise CLIError(f"--references must be at least 1, got {args.references}")
         options = dataset_options(args)
-        options.update(benchmark_options(args))
+        options.update(bench.loader_options())
         if args.limit is not None:
             if args.name.lower() not in PLUS:
                 raise CLIError("--limit applies to humanevalplus and mbppplus")
             options.update(limit=args.limit, seed=args.seed)
-        ex = make_executor(args)
+        ex = make_executor(execution)
         try:
             if args.name.lower() in PLUS:
                 options["executor"] = ex
@@ -101,15 +151,13 @@ class TasksCommand(Command):
                            "problems": [p.to_dict() for p in report.per_problem]}, f, indent=1)
         return 0 if not report.failed else 1
 
-    def validate(self, args) -> int:
+    def validate(self, args: ValidateOptions, execution: ExecutionOptions) -> int:
         from tqdm import tqdm
 
         from ..tasks import LoaderError
         from ..tasks.validate import validate_codecontests
 
-        if args.references is not None and args.references < 1:
-            raise CLIError(f"--references must be at least 1, got {args.references}")
-        ex = make_executor(args)
+        ex = make_executor(execution)
         try:
             with tqdm(unit="cell", disable=args.quiet, file=sys.stderr) as bar:
                 rows = validate_codecontests(args.path, args.output, ex,
@@ -133,24 +181,22 @@ class TasksCommand(Command):
         return 0
 
 
-def _dataset_flags(p) -> None:
-    p.add_argument("--path", help="a local file (default: the public source: hub id or package)")
-    p.add_argument("--split", help="split (mbpp: prompt/test/validation/train; hub sets)")
-    p.add_argument("--gold-tests", metavar="KINDS",
-                   help="codecontests: which tests are gold, comma-separated among public, "
-                        "private, generated (default: all three, docs/DATASETS.md)")
-    p.add_argument("--config", choices=["default", "verifiable"],
-                   help="codeforces: the dataset configuration (default: default)")
-    p.add_argument("--strict", action="store_true",
-                   help="codecontests/codeforces: a row the loader would refuse (interactive, "
-                        "no tests) is an error instead")
+def _old_dataset_config(argv: list[str]) -> list[str]:
+    """``--config default|verifiable`` (codeforces, the old spelling of ``--dataset_config``)
+    as the new one, with the warning; any other ``--config`` is the options' YAML file."""
+    import warnings
 
-
-def _run_flags(p) -> None:
-    p.add_argument("--slots", type=int, default=None)
-    p.add_argument("--allow-unsafe", action="store_true")
-    p.add_argument("-q", "--quiet", action="store_true")
-    sandbox_flags(p)
+    from ..argv import RenamedFlagWarning, flag_value, pop_flag
+    try:
+        value = flag_value(argv, "--config")
+    except ValueError:
+        return argv
+    if value not in ("default", "verifiable"):
+        return argv
+    warnings.warn("coevo tasks check: --config default|verifiable is now --dataset_config (the "
+                  "old spelling works until the next release)", RenamedFlagWarning, stacklevel=2)
+    _, rest = pop_flag(argv, "--config")
+    return rest + [f"--dataset_config={value}"]
 
 
 def dataset_options(args) -> dict:
@@ -161,12 +207,12 @@ def dataset_options(args) -> dict:
         options["split"] = args.split
     if args.gold_tests is not None:
         if name != "codecontests":
-            raise CLIError("--gold-tests applies to codecontests")
+            raise CLIError("--gold_tests applies to codecontests")
         options["gold"] = args.gold_tests
-    if args.config is not None:
+    if args.dataset_config is not None:
         if name != "codeforces":
-            raise CLIError("--config applies to codeforces")
-        options["config"] = args.config
+            raise CLIError("--dataset_config applies to codeforces")
+        options["config"] = args.dataset_config
     if args.strict:
         if name not in ("codecontests", "codeforces"):
             raise CLIError("--strict applies to codecontests and codeforces")

@@ -20,26 +20,19 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
+from ..argv import OptionMetadata, option
 from ..execution.backends import BACKENDS
-from ..execution.launchers import LAUNCHER_CHOICES
+from ..execution.options import ExecutionOptions
 from ..execution.registry import check_backend
 from ..labels import JUDGES as LABEL_JUDGES
 from ..labels import SOURCES as LABEL_SOURCES
-from .scoring import CONTROLS, ROLES_TRAINED
+from .scoring import CONTROLS, ROLES_TRAINED, RewardOptions
 
-
-class _Metadata(dict):
-    """A field's metadata with keys of coevo's own (``lockstep``) hidden from the argument parser:
-    ``HfArgumentParser`` passes a copy of every field's metadata to ``add_argument``."""
-
-    OWN = ("lockstep",)
-
-    def copy(self) -> dict:
-        return {k: v for k, v in self.items() if k not in self.OWN}
+_Metadata = OptionMetadata
 
 
 def _f(default, help: str, **kw):
-    return field(default=default, metadata=_Metadata(help=help, **kw))
+    return option(default, help, **kw)
 
 
 def _lock(default, help: str, **kw):
@@ -48,7 +41,7 @@ def _lock(default, help: str, **kw):
 
 
 @dataclass
-class CoevoConfig(GRPOConfig):
+class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
     r"""``GRPOConfig`` with the co-evolution fields (CURE: Wang et al., arXiv:2506.03136).
 
     Data
@@ -110,8 +103,9 @@ class CoevoConfig(GRPOConfig):
         docs/EXECUTION.md), exec_address (the Ray cluster; default: a local Ray instance),
         exec_slots (default: CPU cores / local processes; under Ray, slots per node shared by
         every process of the run), exec_launcher
-        (auto, bwrap, direct, docker), exec_allow_unsafe, exec_time_limit_s (override every
-        task's limit).
+        (auto, bwrap, direct, docker), exec_allow_unsafe, exec_no_uid: the fields of
+        :class:`~coevo_code.execution.options.ExecutionOptions`, which every command that runs
+        programs takes; exec_time_limit_s (override every task's limit).
     Label-free runs
         frozen_labels: the frozen labeller's completions (``generations.jsonl`` of ``coevo eval``);
             frozen_model: the model that writes them at the start when the file does not exist.
@@ -159,22 +153,10 @@ class CoevoConfig(GRPOConfig):
     eval_tasks_platform: str | None = _lock(None, "livecodebench evaluation problems: platforms "
                                                   "(as tasks_platform)")
     # rewards
-    label_source: str = _lock("gold", "where the correct set comes from",
-                              choices=list(LABEL_SOURCES))
-    max_gold_tests: int = _f(8, "gold tests used per problem (CURE: 8)")
+    # (label_source, max_gold_tests, code_all_passed, post_stage, length_shaping, min_len,
+    # max_len, label_threshold, label_judge, bon_n, bon_m: RewardOptions')
     reward_shown_tests: bool = _f(False, "reward on the examples a statement shows too (default: "
                                          "on the hidden gold tests, where a problem has any)")
-    code_all_passed: bool = _f(False, "code reward: 1 if every gold test passes (else the share)")
-    post_stage: bool = _f(False, "CURE's post-stage test reward")
-    length_shaping: bool = _f(False, "CURE's length shaping for long chain-of-thought models")
-    min_len: int = _f(1000, "length shaping: lower clip of the target length (tokens)")
-    max_len: int = _f(8000, "length shaping: upper clip of the target length (tokens)")
-    label_threshold: float = _lock(0.5, "label-free: least vote share |C|/n that labels a problem")
-    label_judge: str = _lock("tests", "label-free: judge a solution by the labeller's accurate "
-                                      "tests or by its answers on every generated input",
-                             choices=list(LABEL_JUDGES))
-    bon_n: int = _f(4, "best-of-N logged every step: solutions")
-    bon_m: int = _f(4, "best-of-N logged every step: generated tests")
     reward_control: str = _f("none", "a control run: train on rewards shuffled within each batch "
                                      "(shuffle) or negated (flip)", choices=list(CONTROLS))
     train_roles: str = _f("both", "roles trained: both (CURE), code (coder only) or test (tester "
@@ -194,13 +176,8 @@ class CoevoConfig(GRPOConfig):
                                           "forward and backward (the same update; needs beta=0 "
                                           "and loss_type dapo)")
     # execution
-    exec_backend: str = _f("local", "where programs run: local slots or a Ray cluster",
-                           choices=list(BACKENDS))
-    exec_address: str | None = _f(None, "ray backend: the cluster's address (default: start a "
-                                        "local Ray instance)")
-    exec_slots: int | None = _f(None, "sandbox slots (default: CPU cores / local processes)")
-    exec_launcher: str = _f("auto", "sandbox launcher", choices=list(LAUNCHER_CHOICES))
-    exec_allow_unsafe: bool = _f(False, "run generated code even with no isolation layer")
+    # (exec_backend, exec_address, exec_slots, exec_launcher, exec_allow_unsafe, exec_no_uid:
+    # ExecutionOptions')
     exec_time_limit_s: float | None = _f(None, "CPU seconds per test for every task (default: "
                                                "each task's own limit)")
     # label-free runs

@@ -287,9 +287,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     step = CoevoStep(
         {"train": reward_tasks(tasks, config.reward_shown_tests), "eval": eval_tasks},
         reward_options(config),
-        executor_options={"backend": config.exec_backend, "address": config.exec_address,
-                          "slots": config.exec_slots, "launcher": config.exec_launcher,
-                          "allow_unsafe": config.exec_allow_unsafe},
+        executor_options=config.executor_options(),
         exec_time_limit_s=config.exec_time_limit_s,
         sharding=Sharding(local_batch={
             "train": config.per_device_train_batch_size * config.steps_per_generation,

@@ -39,6 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import labels as L
+from ..argv import option
 from ..metrics import TestCounts, best_of_n_accuracy, joint_errors, kappa_from_joint, test_counts
 from ..rewards import (correct_from_gold, cure_code_rewards, cure_length_shaping,
                        cure_test_rewards, group_normalize)
@@ -53,19 +54,26 @@ LOWEST = {CODE: 0.0, TEST: -1.0}  # the reward of a completion that parses to no
 
 @dataclass
 class RewardOptions:
-    """The co-evolution fields of the config that scoring reads."""
+    """The co-evolution fields of the config that scoring reads, declared once: the training
+    config (:class:`~coevo_code.training.config.CoevoConfig`) is a RewardOptions, so each default
+    and help text is written here only."""
 
-    max_gold_tests: int = 8
-    post_stage: bool = False
-    code_all_passed: bool = False
-    length_shaping: bool = False
-    min_len: int = 1000
-    max_len: int = 8000
-    bon_n: int = 4
-    bon_m: int = 4
-    label_source: str = "gold"
-    label_threshold: float = 0.5
-    label_judge: str = "tests"
+    max_gold_tests: int = option(8, "gold tests used per problem (CURE: 8)")
+    post_stage: bool = option(False, "CURE's post-stage test reward")
+    code_all_passed: bool = option(False, "code reward: 1 if every gold test passes (else the "
+                                          "share)")
+    length_shaping: bool = option(False, "CURE's length shaping for long chain-of-thought models")
+    min_len: int = option(1000, "length shaping: lower clip of the target length (tokens)")
+    max_len: int = option(8000, "length shaping: upper clip of the target length (tokens)")
+    bon_n: int = option(4, "best-of-N logged every step: solutions")
+    bon_m: int = option(4, "best-of-N logged every step: generated tests")
+    label_source: str = option("gold", "where the correct set comes from",
+                               choices=list(L.SOURCES), lockstep=True)
+    label_threshold: float = option(0.5, "label-free: least vote share |C|/n that labels a "
+                                          "problem", lockstep=True)
+    label_judge: str = option("tests", "label-free: judge a solution by the labeller's accurate "
+                                       "tests or by its answers on every generated input",
+                              choices=list(L.JUDGES), lockstep=True)
 
 
 @dataclass
