@@ -10,8 +10,9 @@ import sys
 from .base import PLUS, CLIError, Command, make_executor, sandbox_flags
 from .evaluate import benchmark_flags, benchmark_options
 
-DATASETS = ("humaneval, humanevalplus, mbpp, mbppplus, codecontests, codeforces, livecodebench, "
-            "livebench, cure, world, bundled or native")
+from ..tasks import LOADERS
+
+DATASETS = f"one of {', '.join(LOADERS)}"
 
 
 class TasksCommand(Command):

@@ -28,6 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..labels import label_source
 from ..roles import CODE, TEST
 from ..tasks.model import Task
 from .data import Curriculum
@@ -133,7 +134,7 @@ class CoevoStep:
 
     @property
     def label_free(self) -> bool:
-        return self.options.label_source != "gold"
+        return label_source(self.options.label_source).label_free
 
     # ---- the step -------------------------------------------------------------------------------
     def run(self, items: Sequence[Row], split: str, global_step: int = 0) -> StepOutput:
@@ -226,7 +227,7 @@ class CoevoStep:
         batches = []
         for q, ti in enumerate(order):
             blocks = [(p["code"][q], p["test"][q]) for p in payloads]
-            if self.options.label_source == "frozen":
+            if label_source(self.options.label_source).needs_frozen:
                 fz = self.frozen.get(tasks[ti].id)
                 if fz is None:
                     raise RuntimeError(f"problem {tasks[ti].id}: no frozen labels for it "
