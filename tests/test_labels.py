@@ -203,7 +203,8 @@ def executor():
 
 
 def _score(executor, task, blocks, me, source="partner", n_agents=2, **opts):
-    from coevo_code.training.scoring import RewardOptions, prepare_joint, score_joint
+    from coevo_code.training.joint import prepare_joint, score_joint
+    from coevo_code.training.scoring import RewardOptions
     options = RewardOptions(label_source=source, **opts)
     jb = prepare_joint(task, blocks, me, n_agents, options)
     results = iter(executor.run(jb.jobs))

@@ -14,8 +14,8 @@ import pytest
 from coevo_code.rewards import cure_length_shaping, group_normalize
 from coevo_code.tasks import LoaderError, check_tasks, load_tasks
 from coevo_code.tasks.model import Task, TestCase
-from coevo_code.training.scoring import (LOWEST, METRIC_KEYS, RewardOptions, batch_metrics,
-                                         full_matrix, prepare, score)
+from coevo_code.training.scoring import LOWEST, RewardOptions, full_matrix, prepare, score
+from coevo_code.training.step_metrics import METRIC_KEYS, batch_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 

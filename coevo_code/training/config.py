@@ -25,7 +25,7 @@ from ..execution.launchers import LAUNCHER_CHOICES
 from ..labels import JUDGES as LABEL_JUDGES
 from ..labels import SOURCES as LABEL_SOURCES
 from ..tasks import LoaderError, find_loader
-from .scoring import CONTROLS, ROLES_TRAINED
+from .controls import CONTROLS, ROLES_TRAINED
 
 
 class _Metadata(dict):

@@ -32,8 +32,10 @@ from ..labels import label_source
 from ..roles import CODE, TEST
 from ..tasks.model import Task
 from .data import Curriculum
-from .scoring import (ProblemScore, RewardOptions, batch_metrics, control_rewards, prepare,
-                      prepare_joint, score, score_joint, trained_roles)
+from .controls import control_rewards, trained_roles
+from .joint import prepare_joint, score_joint
+from .scoring import ProblemScore, RewardOptions, prepare, score
+from .step_metrics import batch_metrics
 from .sharding import Sharding
 
 Row = tuple  # (task index, role, completion text, completion length)

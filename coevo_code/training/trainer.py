@@ -34,7 +34,7 @@ from .reward import CoevoReward
 from .step import CoevoStep
 from .modelcard import render as render_card
 from .rundir import JsonlWriter, checkpoint_dir, read_jsonl
-from .scoring import MATRIX_KEYS, METRIC_KEYS
+from .step_metrics import MATRIX_KEYS, METRIC_KEYS
 
 PHASES = ("generation", "execution", "rewards", "update")
 TRL_KEYS = ("loss", "grad_norm", "learning_rate", "entropy", "kl")
