@@ -1,5 +1,5 @@
-"""Label-free scoring (``partner``, ``ring``, ``self_majority``, ``frozen``; :mod:`coevo_code.labels`):
-pure functions from every agent's completions and the joint pass matrix to this agent's rewards.
+"""Label-free scoring (``partner``, ``ring``, ``self_majority``, ``frozen``;
+:mod:`coevo_code.labels`): pure functions from every agent's completions and the joint pass matrix to this agent's rewards.
 
 :func:`prepare_joint` puts every agent's completions of a problem (and the frozen labeller's) into
 one job, gold tests first, with the solutions' outputs returned (stdio: the generated tests' cells;

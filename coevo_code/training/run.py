@@ -237,7 +237,8 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     extra_rewards = reward_funcs(config.reward_funcs)  # a bad name fails before any work
     if tasks is None:
         tasks = _load(config.tasks, config.tasks_path, config.tasks_split, config.tasks_limit,
-                      config.seed, "--tasks", need_gold=label_source(config.label_source).needs_gold,
+                      config.seed, "--tasks",
+                      need_gold=label_source(config.label_source).needs_gold,
                       **_selection(config, "tasks"))
     if eval_tasks is None and config.eval_tasks:
         # the same evaluation problems whatever the run's seed: seeds compare on one set

@@ -1,6 +1,6 @@
 """Scoring one generation batch with the gold tests: pure functions from completions and pass
-matrices to rewards. No torch, no executor: the reward callable (``reward.py``) runs the job this module
-builds and hands the matrix back.
+matrices to rewards. No torch, no executor: the step (``step.py``) runs the job this module builds
+and hands the matrix back.
 
 Per problem (CURE, arXiv:2506.03136, Sec. 3; the core's ``rewards`` module):
 
