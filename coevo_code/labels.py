@@ -1,6 +1,6 @@
 """Label-free labels for code: who labels whom, the labeller's vote, and the rewards it gives.
 
-Pure functions on numpy arrays; the trainer (``training/scoring.py``), the theory simulation
+Pure functions on numpy arrays; the trainer (``training/joint.py``), the theory simulation
 (``theory.py``) and the tests call the same ones.
 
 Sources (``label_source``; one :class:`LabelSource` record each, in :data:`SOURCES`):
@@ -34,7 +34,7 @@ Rewards of agent i labelled by j (:func:`agent_rewards`):
   labeller's answer accuracy, and this is the reward that uses it. Under ``answers`` every
   block's vote runs on every input (``self_majority`` and ``frozen`` too), so which problems are
   labelled, and the curriculum's estimate, follow it as well; stdio outputs reach these functions
-  as the stdio pass rule reads them, whitespace-separated tokens (``training/scoring.py``);
+  as the stdio pass rule reads them, whitespace-separated tokens (``training/joint.py``);
 - code, ``self_majority``: 1 if my solution is in my own C, else 0 (SRT, arXiv:2505.21444; TTRL,
   arXiv:2504.16084: reward 1 for the majority answer);
 - tests: CURE's test reward (``cure_test_rewards``: Eq. 4 / |W|) of my tests run by j's
