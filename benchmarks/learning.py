@@ -390,7 +390,8 @@ def warmstart(model_name: str, per_family: int, samples: int, seed: int, executo
     from coevo_code.rewards import correct_from_gold
     from coevo_code.roles import coder_messages, tester_messages
     from coevo_code.tasks import load_tasks
-    from coevo_code.training.scoring import RewardOptions, _outputs, prepare_joint
+    from coevo_code.training.joint import joint_outputs, prepare_joint
+    from coevo_code.training.scoring import RewardOptions
 
     by_family: dict[str, list] = {}
     for t in load_tasks("world", split="train", seed=0):
@@ -416,7 +417,7 @@ def warmstart(model_name: str, per_family: int, samples: int, seed: int, executo
         probe = next(results) if jb.probe_job is not None else None
         full = full_matrix(jb.batch, res)
         right = correct_from_gold(full[:, :jb.batch.n_gold])
-        outputs, errored = _outputs(jb, res, probe)
+        outputs, errored = joint_outputs(jb, res, probe)
         major = L.execution_majority(outputs, errored)
         major_right = major is not None and bool(right[major.correct].all())
         f = out.setdefault(t.metadata["family"], {"right": [], "majority_wrong": []})

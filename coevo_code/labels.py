@@ -1,9 +1,9 @@
 """Label-free labels for code: who labels whom, the labeller's vote, and the rewards it gives.
 
-Pure functions on numpy arrays; the trainer (``training/scoring.py``), the theory simulation
+Pure functions on numpy arrays; the trainer (``training/joint.py``), the theory simulation
 (``theory.py``) and the tests call the same ones.
 
-Sources (``label_source``):
+Sources (``label_source``; one :class:`LabelSource` record each, in :data:`SOURCES`):
 
 - ``gold``: the gold tests (CURE); nothing here.
 - ``partner`` (Co-RL, two agents of different families): agent i is labelled by agent 1 - i.
@@ -34,7 +34,7 @@ Rewards of agent i labelled by j (:func:`agent_rewards`):
   labeller's answer accuracy, and this is the reward that uses it. Under ``answers`` every
   block's vote runs on every input (``self_majority`` and ``frozen`` too), so which problems are
   labelled, and the curriculum's estimate, follow it as well; stdio outputs reach these functions
-  as the stdio pass rule reads them, whitespace-separated tokens (``training/scoring.py``);
+  as the stdio pass rule reads them, whitespace-separated tokens (``training/joint.py``);
 - code, ``self_majority``: 1 if my solution is in my own C, else 0 (SRT, arXiv:2505.21444; TTRL,
   arXiv:2504.16084: reward 1 for the majority answer);
 - tests: CURE's test reward (``cure_test_rewards``: Eq. 4 / |W|) of my tests run by j's
@@ -55,37 +55,135 @@ where that run failed. ``row_owner``/``col_owner`` give each row's / column's bl
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from .rewards import _bool2d, accurate_tests, cure_test_rewards, pseudo_gold_code_rewards
 
-SOURCES = ("gold", "partner", "ring", "self_majority", "frozen")
 JUDGES = ("tests", "answers")  # what a labeller's label judges code by (``label_judge``)
 FROZEN = -1  # the labeller index of the frozen source (its block is the last)
 
 
+# ---- the label sources ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LabelSource:
+    """One label source (``label_source``): everything the config, the step, the model card and
+    the CLI need to know about it. Adding a source is one :func:`register` call below.
+
+    ``labeller(agent, n_agents)`` is the block that labels ``agent``: an agent index,
+    :data:`FROZEN`, or None (the gold tests). ``min_agents`` / ``max_agents`` bound the agents of
+    the run (None: no bound). ``needs_gold``: the rewards come from the gold tests (the tasks must
+    carry them); ``needs_frozen``: a frozen labeller's completions (``frozen_labels`` or
+    ``frozen_model``). ``code_by_own_vote``: the code reward is membership of the labeller's
+    pseudo-correct set, not the labeller's tests (SRT/TTRL). ``method``: the model card's Method
+    paragraph, required and non-empty."""
+
+    name: str
+    method: str
+    labeller: Callable[[int, int], int | None]
+    min_agents: int = 1
+    max_agents: int | None = None
+    needs_gold: bool = False
+    needs_frozen: bool = False
+    code_by_own_vote: bool = False
+
+    def __post_init__(self):
+        if not self.name or not isinstance(self.name, str):
+            raise ValueError(f"a label source needs a name, got {self.name!r}")
+        if not isinstance(self.method, str) or not self.method.strip():
+            raise ValueError(f"label source {self.name!r} needs its model card's method text")
+        if self.min_agents < 1 or (self.max_agents is not None
+                                   and self.max_agents < self.min_agents):
+            raise ValueError(f"label source {self.name!r}: agents must be 1 <= min <= max, got "
+                             f"{self.min_agents}..{self.max_agents}")
+
+    @property
+    def label_free(self) -> bool:
+        """No gold test enters a reward."""
+        return not self.needs_gold
+
+    def admits(self, n_agents: int) -> bool:
+        return self.min_agents <= n_agents and (self.max_agents is None
+                                                or n_agents <= self.max_agents)
+
+    def agents_error(self, n_agents: int) -> str | None:
+        """Why ``n_agents`` agents cannot use this source (None: they can)."""
+        if self.admits(n_agents):
+            return None
+        if self.min_agents == self.max_agents:
+            need = f"exactly {self.min_agents} agent{'s' if self.min_agents > 1 else ''}"
+        elif n_agents < self.min_agents:
+            need = f"at least {self.min_agents} agents"
+        else:
+            need = f"at most {self.max_agents} agents"
+        other = [s.name for s in SOURCES.values()
+                 if s is not self and s.admits(n_agents) and s.min_agents > 1]
+        return (f"label_source {self.name} needs {need}, got {n_agents}"
+                + (f" (use {' or '.join(other)})" if other else ""))
+
+
+SOURCES: dict[str, LabelSource] = {}  # every label source by name, in the order registered
+
+
+def register(source: LabelSource) -> LabelSource:
+    """Add a label source; a name is registered once."""
+    if source.name in SOURCES:
+        raise ValueError(f"label source {source.name!r} is registered already")
+    SOURCES[source.name] = source
+    return source
+
+
+def label_source(name: str) -> LabelSource:
+    """The record of ``name``; a clear error naming the choices otherwise."""
+    try:
+        return SOURCES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"label_source must be one of {', '.join(SOURCES)}, got "
+                         f"{name!r}") from None
+
+
+CURE = ("CURE (Wang et al., *Co-Evolving LLM Coder and Unit Tester via Reinforcement Learning*, "
+        "[arXiv:2506.03136](https://arxiv.org/abs/2506.03136))")
+SRT = ("SRT (Shafayat et al., [arXiv:2505.21444](https://arxiv.org/abs/2505.21444)) / TTRL (Zuo "
+       "et al., [arXiv:2504.16084](https://arxiv.org/abs/2504.16084))")
+
+register(LabelSource(
+    "gold", labeller=lambda agent, n: None, needs_gold=True,
+    method=f"{CURE}: one policy writes k solutions and k unit tests per problem; a solution is "
+           "rewarded by the share of gold tests it passes, a test by CURE's estimated mu "
+           "(Eq. 4: credit for being right and for catching wrong solutions); GRPO (TRL)."))
+register(LabelSource(
+    "partner", labeller=lambda agent, n: 1 - agent, min_agents=2, max_agents=2,
+    method="Co-RL, label-free, with a partner of another model family: this agent's solutions "
+           "are judged by the partner's tests that the partner's own execution-majority vote "
+           f"accepts, its tests by the partner's solutions (CURE's test reward, {CURE}); no "
+           "gold test or reference solution enters a reward; GRPO (TRL)."))
+register(LabelSource(
+    "ring", labeller=lambda agent, n: (agent - 1) % n, min_agents=2,
+    method="Co-RL, label-free, in a ring of agents: each agent is labelled by its predecessor's "
+           "tests and vote, as with a partner; no gold test enters a reward; GRPO (TRL)."))
+register(LabelSource(
+    "self_majority", labeller=lambda agent, n: agent, code_by_own_vote=True,
+    method=f"Self-rewarding by majority vote, {SRT}: each solution is rewarded 1 when it is in "
+           "the largest cluster of the model's own solutions by their outputs; no gold test "
+           "enters a reward; GRPO (TRL)."))
+register(LabelSource(
+    "frozen", labeller=lambda agent, n: FROZEN, needs_frozen=True,
+    method="Label-free with a frozen labeller (SRT's stabiliser): a fixed model's stored tests "
+           "and vote label every problem; no gold test enters a reward; GRPO (TRL)."))
+
+
 def supervisor(source: str, agent: int, n_agents: int) -> int | None:
     """The block that labels ``agent``: an agent index, :data:`FROZEN`, or None (gold)."""
-    if source not in SOURCES:
-        raise ValueError(f"label_source must be one of {', '.join(SOURCES)}, got {source!r}")
+    rec = label_source(source)
     if not 0 <= agent < n_agents:
         raise ValueError(f"agent {agent} outside 0..{n_agents - 1}")
-    if source == "gold":
-        return None
-    if source == "frozen":
-        return FROZEN
-    if source == "self_majority":
-        return agent
-    if source == "partner":
-        if n_agents != 2:
-            raise ValueError(f"label_source partner needs exactly 2 agents, got {n_agents} "
-                             f"(use ring for more)")
-        return 1 - agent
-    if n_agents < 2:
-        raise ValueError("label_source ring needs at least 2 agents")
-    return (agent - 1) % n_agents
+    err = rec.agents_error(n_agents)
+    if err:
+        raise ValueError(err)
+    return rec.labeller(agent, n_agents)
 
 
 def peer(agent: int, n_agents: int) -> int | None:
@@ -345,7 +443,7 @@ def agent_rewards(source: str, agent: int, n_agents: int, passed, labels, row_ow
     mine_r, mine_c, lab_r, lab_c = rows[agent], cols[agent], rows[jb], cols[jb]
     if label is None:
         return AgentRewards(j, None, None, None, None)
-    if source == "self_majority":
+    if label_source(source).code_by_own_vote:
         code = label.correct.astype(float)
     else:
         code = label_verdicts(label, mine_r, lab_r, lab_c, passed, outputs, errored, judge_by,

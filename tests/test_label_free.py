@@ -180,7 +180,8 @@ def test_partner_rewards_never_read_the_gold_tests(executor):
     import dataclasses
 
     from coevo_code.tasks import load_tasks
-    from coevo_code.training.scoring import RewardOptions, prepare_joint, score_joint
+    from coevo_code.training.joint import prepare_joint, score_joint
+    from coevo_code.training.scoring import RewardOptions
     from training_helpers import wrong_test
 
     tasks = list(load_tasks("world", split="heldout", seed=0))

@@ -48,6 +48,72 @@ def test_supervisors_of_each_source():
     assert L.peer(0, 1) is None and L.peer(0, 2) == 1 and L.peer(0, 3) == 2
 
 
+def test_a_label_source_record_requires_its_model_card_text_and_valid_agents():
+    """A source without a method text cannot exist (the record refuses it, so the model card
+    never meets an unknown source at a checkpoint); a name registers once."""
+    with pytest.raises(TypeError):
+        L.LabelSource("votes", labeller=lambda a, n: a)  # no method at all
+    for method in ("", "   ", None):
+        with pytest.raises(ValueError, match="'votes' needs its model card's method text"):
+            L.LabelSource("votes", method=method, labeller=lambda a, n: a)
+    with pytest.raises(ValueError, match="agents must be 1 <= min <= max"):
+        L.LabelSource("votes", method="m", labeller=lambda a, n: a, min_agents=3, max_agents=2)
+    with pytest.raises(ValueError, match="'ring' is registered already"):
+        L.register(L.LabelSource("ring", method="m", labeller=lambda a, n: a))
+    assert list(L.SOURCES) == ["gold", "partner", "ring", "self_majority", "frozen"]
+
+
+def test_a_new_label_source_is_one_record(monkeypatch):
+    """Registering a record is all it takes: who labels whom, the agent bounds, the config's
+    validation and choices, and the model card read it."""
+    from coevo_code.training.modelcard import render
+    monkeypatch.setitem(L.SOURCES, "next", L.LabelSource(
+        "next", method="Each agent labelled by its successor.", min_agents=3,
+        labeller=lambda a, n: (a + 1) % n))
+    assert [L.supervisor("next", i, 3) for i in range(3)] == [1, 2, 0]
+    with pytest.raises(ValueError, match="label_source next needs at least 3 agents, got 2"):
+        L.supervisor("next", 0, 2)
+    card = render(name="r", base_model="tiny", label_source="next", data="d", step=1)
+    assert "Each agent labelled by its successor." in card
+
+
+@pytest.mark.parametrize("name", list(L.SOURCES))
+def test_every_registered_source_validates_labels_and_has_a_card(name):
+    """Each registered source: a config with the agents and data it needs validates, and one
+    without them is refused naming the flag; every admitted agent gets a labeller; the card
+    carries the record's method."""
+    pytest.importorskip("trl")
+    from coevo_code.training.config import CoevoConfig
+    from coevo_code.training.modelcard import render
+    src = L.SOURCES[name]
+    n = src.min_agents
+    agents = [f"a{i}" for i in range(n)] if n > 1 else []
+    extra = {"frozen_labels": "labels.jsonl"} if src.needs_frozen else {}
+    cfg = CoevoConfig(output_dir="/tmp/x", label_source=name, agent_names=agents,
+                      agent_name=agents[0] if agents else "", use_cpu=True, bf16=False,
+                      problems_per_generation=1, **extra)
+    assert cfg.label_source == name
+    if n > 1:
+        with pytest.raises(ValueError, match=f"--label_source {name} needs a pair or ring"):
+            CoevoConfig(output_dir="/tmp/x", label_source=name, use_cpu=True, bf16=False,
+                        problems_per_generation=1)
+    if src.needs_frozen:
+        with pytest.raises(ValueError, match=f"--label_source {name} needs --frozen_labels"):
+            CoevoConfig(output_dir="/tmp/x", label_source=name, use_cpu=True, bf16=False,
+                        problems_per_generation=1)
+    if src.max_agents is not None:
+        with pytest.raises(ValueError, match=f"label_source {name} needs exactly"):
+            many = [f"a{i}" for i in range(src.max_agents + 1)]
+            CoevoConfig(output_dir="/tmp/x", label_source=name, agent_names=many,
+                        agent_name="a0", use_cpu=True, bf16=False, problems_per_generation=1)
+    for i in range(max(n, 1)):
+        j = L.supervisor(name, i, max(n, 1))
+        assert (j is None) == src.needs_gold
+        assert j is None or j == L.FROZEN or 0 <= j < max(n, 1)
+    card = render(name="r", base_model="tiny", label_source=name, data="d", step=1)
+    assert src.method in card
+
+
 def test_probe_code_takes_the_left_hand_side():
     assert L.probe_code("assert add(1, 2) == 3") == "add(1, 2)"
     assert L.probe_code("x = [1, 2]\nassert add(*x) == 3") == "x = [1, 2]\nadd(*x)"
@@ -137,7 +203,8 @@ def executor():
 
 
 def _score(executor, task, blocks, me, source="partner", n_agents=2, **opts):
-    from coevo_code.training.scoring import RewardOptions, prepare_joint, score_joint
+    from coevo_code.training.joint import prepare_joint, score_joint
+    from coevo_code.training.scoring import RewardOptions
     options = RewardOptions(label_source=source, **opts)
     jb = prepare_joint(task, blocks, me, n_agents, options)
     results = iter(executor.run(jb.jobs))

@@ -1,6 +1,6 @@
 """The import contract of pyproject.toml ([tool.importlinter]): the package's layers (cli >
 training > evaluation > generation > core > execution > sandbox) hold, the sandbox imports
-nothing else of coevo_code, and the old import paths of moved parts still work."""
+nothing else of coevo_code, and no import is ignored and no re-export shim remains."""
 
 from __future__ import annotations
 
@@ -38,16 +38,23 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     assert "coevo_code.generation is not allowed to import coevo_code.evaluation" in p.stdout
 
 
-def test_the_old_import_paths_of_moved_parts_still_work():
-    import coevo_code
-    from coevo_code import evaluation, generation
-    from coevo_code.evaluation import engines, tester_reward
-    from coevo_code.generation import tiny
-    from coevo_code.training import model
-    from coevo_code.training import tester_reward as reward
+def test_no_ignore_entry_and_no_old_paths():
+    """The contract holds with no exception: no import is ignored, and the old homes of moved
+    parts (re-export shims: evaluation.engines, evaluation.tester_reward, training.model) are
+    gone, so nothing imports up through them."""
+    import importlib
 
-    assert engines.make_engine is generation.make_engine is evaluation.make_engine
-    assert model.save_tiny is tiny.save_tiny
-    assert tester_reward.TesterReward is reward.TesterReward is evaluation.TesterReward
-    assert coevo_code.TesterReward is reward.TesterReward
-    assert tester_reward.coder_rows is reward.coder_rows
+    import coevo_code
+    from coevo_code import evaluation
+    from coevo_code.training import tester_reward
+
+    assert "ignore_imports" not in (REPO / "pyproject.toml").read_text()
+    for old in ("coevo_code.evaluation.engines", "coevo_code.evaluation.tester_reward",
+                "coevo_code.training.model"):
+        try:
+            importlib.import_module(old)
+        except ModuleNotFoundError:
+            continue
+        raise AssertionError(f"{old} still imports")
+    assert not hasattr(evaluation, "TesterReward")
+    assert coevo_code.TesterReward is tester_reward.TesterReward

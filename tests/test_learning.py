@@ -18,7 +18,7 @@ from coevo_code.execution import Executor
 from coevo_code.evaluation.heldout import EVAL_KEYS, evaluate_model, problem_eval, summarize
 from coevo_code.tasks.model import seeded_sample
 from coevo_code.tasks.world import BASE, FAMILIES, generate
-from coevo_code.training.scoring import control_rewards, trained_roles
+from coevo_code.training.controls import control_rewards, trained_roles
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}

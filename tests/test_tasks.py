@@ -318,3 +318,48 @@ def test_load_report_and_reward_tests_leave_the_shown_examples_out():
     summary = TaskSet("x", "here", tasks).summary()
     assert "1 tested only on the examples their statement shows (e.g. b)" in summary
     assert "2 tests expect an empty output (e.g. problem a)" in summary
+
+
+# ---- the loader registry -----------------------------------------------------------------------
+def test_every_registered_loader_is_a_record_the_cli_and_config_read():
+    """One record per loader: its options come from its function, the executor-taking ones are
+    the CLI's (PLUS), and the config refuses a name no record has, naming the flag."""
+    from coevo_code.cli.base import PLUS
+    from coevo_code.cli.tasks import DATASETS
+    from coevo_code.tasks import LOADERS, find_loader
+    assert set(LOADERS) == {"humaneval", "humanevalplus", "mbpp", "mbppplus", "codecontests",
+                            "codeforces", "livecodebench", "livebench", "cure", "native",
+                            "bundled", "world"}
+    for name, loader in LOADERS.items():
+        assert loader.name == name and loader.source and callable(loader.load)
+        assert "source" not in loader.options
+        assert name in DATASETS
+        assert ("executor" in loader.options) == loader.needs_executor, name
+    assert set(PLUS) == {"humanevalplus", "mbppplus"}
+    assert find_loader("HumanEval-Plus") is LOADERS["humanevalplus"]
+    assert LOADERS["mbpp"].source == "google-research-datasets/mbpp"
+    pytest.importorskip("trl")
+    from coevo_code.training.config import CoevoConfig
+    with pytest.raises(ValueError, match="--eval_tasks: unknown dataset 'spider'; choose from"):
+        CoevoConfig(output_dir="/tmp/x", eval_tasks="spider", use_cpu=True, bf16=False,
+                    problems_per_generation=1)
+
+
+def test_a_new_loader_is_one_record(monkeypatch):
+    """Registering a record is all load_tasks needs; a name registers once."""
+    from coevo_code.tasks import LOADERS, Loader, TaskSet, register_loader
+    from coevo_code.tasks.model import Task, TestCase
+
+    def load_one(source=None, size: int = 1) -> TaskSet:
+        return TaskSet("one", "generated", [
+            Task(id=f"one/{i}", source="one", kind="stdio", prompt="Echo.",
+                 tests=[TestCase(input="x\n", output="x\n")]) for i in range(size)])
+
+    monkeypatch.setitem(LOADERS, "one", Loader("one", load_one, "generated"))
+    assert len(load_tasks("one", size=3)) == 3
+    with pytest.raises(LoaderError, match="one does not take option.*it takes: size"):
+        load_tasks("one", split="train")
+    with pytest.raises(ValueError, match="'mbpp' is registered already"):
+        register_loader(Loader("mbpp", load_one, "x"))
+    with pytest.raises(ValueError, match="lower-case letters and digits"):
+        Loader("My-Set", load_one, "x")

@@ -128,7 +128,8 @@ def test_simulation_and_trainer_give_the_same_rewards_on_a_real_matrix(source):
     from coevo_code.execution import Executor
     from coevo_code.tasks.model import Task, TestCase
     from coevo_code.theory import code_rewards
-    from coevo_code.training.scoring import RewardOptions, prepare_joint, score_joint
+    from coevo_code.training.joint import prepare_joint, score_joint
+    from coevo_code.training.scoring import RewardOptions
     task = Task(id="binary", source="t", kind="stdio", prompt="Print the answer.",
                 tests=[TestCase(input="q\n", output="1\n")])
     options = RewardOptions(label_source=source, label_threshold=0.0)

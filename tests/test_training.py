@@ -14,7 +14,8 @@ import torch  # noqa: E402
 from coevo_code.roles import parse_program, parse_test  # noqa: E402
 from coevo_code.training import train  # noqa: E402
 from coevo_code.training.run import reward_options  # noqa: E402
-from coevo_code.training.scoring import LOWEST, METRIC_KEYS  # noqa: E402
+from coevo_code.training.scoring import LOWEST  # noqa: E402
+from coevo_code.training.step_metrics import METRIC_KEYS  # noqa: E402
 from coevo_code.training.trainer import STEP_KEYS  # noqa: E402
 from training_helpers import (GARBAGE, PLUMBING, bundled, expected_rewards,  # noqa: E402
                               scripted_rollout, scripted_sampler, tiny_config)

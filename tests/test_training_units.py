@@ -14,8 +14,8 @@ import pytest
 from coevo_code.rewards import cure_length_shaping, group_normalize
 from coevo_code.tasks import LoaderError, check_tasks, load_tasks
 from coevo_code.tasks.model import Task, TestCase
-from coevo_code.training.scoring import (LOWEST, METRIC_KEYS, RewardOptions, batch_metrics,
-                                         full_matrix, prepare, score)
+from coevo_code.training.scoring import LOWEST, RewardOptions, full_matrix, prepare, score
+from coevo_code.training.step_metrics import METRIC_KEYS, batch_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -277,6 +277,48 @@ def test_reward_call_without_trl_scores_a_plain_batch():
     assert out == [1.0, 0.0, 1.0, 0.0]
     assert step.last.metrics["code_acc"] == 0.5 and logged["coevo/code_acc"] == 0.5
     assert step.last.no_signal == [False] * 4
+
+
+def test_the_step_passes_named_rows_and_an_explicit_shared_state():
+    """Rows are named (plain tuples are taken and named on entry); scoring a list of rows gives a
+    ScoredRows whose phases are times only, and label-free, the state the exchange settled
+    travels beside them (SharedState), not inside the phase times."""
+    pytest.importorskip("trl")
+    from coevo_code.training.step import CoevoStep, Lockstep, Row, ScoredRows, SharedState
+
+    class Alone:  # an exchange of one agent that says: stop
+        agents = ["a"]
+
+        def swap(self, key, payload):
+            return [dict(payload, stop=True, curriculum={"0": 0.25})]
+
+    rows = [(0, "code", GOOD, 5), (0, "code", "no code", 2), (0, "test", _t("3\n", "6\n"), 7),
+            (0, "test", _t("2\n", "5\n"), 7)]
+    gold = CoevoStep({"train": [STDIO]}, RewardOptions(), executor_options={"slots": 1})
+    free = CoevoStep({"train": [STDIO]}, RewardOptions(label_source="self_majority"),
+                     executor_options={"slots": 1}, exchange=Alone(), n_agents=1)
+    try:
+        named = [Row(*r) for r in rows]
+        assert named[2].role == "test" and named[2].length == 7 and named[2] == rows[2]
+        got = gold.score_rows(named, "train")
+        assert isinstance(got, ScoredRows) and got.shared is None
+        assert got.rewards == [1.0, 0.0, 1.0, 0.0] and set(got.phases) == {"execution", "rewards"}
+        out = gold.run(rows, "train")  # plain tuples still read
+        assert out.rewards == got.rewards and set(out.phases) == {"execution", "rewards"}
+        lf = free.score_rows(named, "train")
+        assert set(lf.phases) == {"execution", "rewards", "exchange"}
+        assert lf.shared == SharedState({"0": 0.25}, True)
+        assert free.lockstep.stop_all  # the exchange's stop reached this agent
+    finally:
+        gold.close()
+        free.close()
+    other = Lockstep()  # another process adopts what the main one settled; the main keeps its own
+    other.adopt(SharedState({"3": 0.5}, True), main=False)
+    assert other.curriculum.estimates == {3: 0.5} and other.stop_all
+    main = Lockstep()
+    main.curriculum.estimates = {1: 0.1}
+    main.adopt(SharedState({"3": 0.5}, False), main=True)
+    assert main.curriculum.estimates == {1: 0.1} and not main.stop_all
 
 
 @pytest.mark.parametrize("source, says", [("gold", "arXiv:2506.03136"), ("partner", "partner"),

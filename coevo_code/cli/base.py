@@ -4,8 +4,10 @@ of the commands that run programs."""
 
 from __future__ import annotations
 
-# the EvalPlus loaders: they take a sample (limit, seed) and an executor for expected outputs
-PLUS = ("humanevalplus", "mbppplus")
+from ..tasks import LOADERS
+
+# the loaders that take an executor (EvalPlus: expected outputs run from a seeded sample)
+PLUS = tuple(n for n, loader in LOADERS.items() if loader.needs_executor)
 
 
 class CLIError(Exception):

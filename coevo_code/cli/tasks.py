@@ -13,8 +13,9 @@ from ..evaluation.options import BenchmarkOptions
 from ..execution.options import ExecutionOptions
 from .base import PLUS, CLIError, OptionsCommand, make_executor
 
-DATASETS = ("humaneval, humanevalplus, mbpp, mbppplus, codecontests, codeforces, livecodebench, "
-            "livebench, cure, world, bundled or native")
+from ..tasks import LOADERS
+
+DATASETS = f"one of {', '.join(LOADERS)}"
 
 
 @dataclass

@@ -2,9 +2,8 @@
 and the model scored on held-out problems during training. See ``docs/EVALUATION.md``.
 
 The engines and the generation cache live in :mod:`coevo_code.generation` (re-exported here);
-:class:`TesterReward`, a training reward, in :mod:`coevo_code.training.tester_reward` (loaded
-on first use of ``coevo_code.evaluation.TesterReward``, so that importing evaluation does not
-import training).
+:class:`TesterReward`, a training reward, in :mod:`coevo_code.training.tester_reward` (public as
+``coevo_code.TesterReward``).
 """
 
 from ..generation import (Engine, EngineError, GenerationCache, OpenAIEngine, Sampling,
@@ -16,9 +15,3 @@ __all__ = ["Engine", "EngineError", "OpenAIEngine", "Sampling", "TransformersEng
            "RANKERS", "GenerationCache", "generate_all", "judge", "parse_bon", "summarize",
            "SampleError", "read_samples", "score_samples"]
 
-
-def __getattr__(name):  # the old public path of a training reward
-    if name == "TesterReward":
-        from .tester_reward import TesterReward
-        return TesterReward
-    raise AttributeError(name)

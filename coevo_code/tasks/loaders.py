@@ -9,8 +9,10 @@ local-file way. Local files: ``.jsonl``, ``.jsonl.gz``, ``.json`` (a list), ``.p
 from __future__ import annotations
 
 import gzip
+import inspect
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -249,15 +251,38 @@ def load_cure(source=None, split: str | None = None) -> TaskSet:
     return TaskSet(name, origin, tasks)
 
 
-# ---- LiveCodeBench and LiveBench: coevo_code/tasks/livecodebench.py and livebench.py ----------
-from .livebench import load_livebench  # noqa: E402
-from .livecodebench import decode_lcb_tests, load_livecodebench  # noqa: E402,F401
+# ---- LiveCodeBench's test decoder, public here too (coevo_code/tasks/livecodebench.py) ----------
+from .livecodebench import decode_lcb_tests  # noqa: E402,F401
 
 
-LOADERS: dict[str, Callable[..., TaskSet]] = {
-    "humaneval": load_humaneval,
-    "mbpp": load_mbpp,
-    "livecodebench": load_livecodebench,
-    "livebench": load_livebench,
-    "cure": load_cure,
-}
+# ---- the registry's record (the registry itself: coevo_code/tasks/__init__.py) -----------------
+@dataclass(frozen=True)
+class Loader:
+    """One task loader: its ``name`` (what ``load_tasks``, ``coevo tasks check`` and ``--tasks``
+    take), the function ``load(source=None, **options) -> TaskSet``, its public ``source`` (a
+    hub id, or what is read without a file), and ``needs_executor``: the loader runs reference
+    programs itself (EvalPlus's expected outputs), so callers hand it an executor."""
+
+    name: str
+    load: Callable[..., TaskSet]
+    source: str
+    needs_executor: bool = False
+
+    def __post_init__(self):
+        if not re.fullmatch(r"[a-z0-9]+", self.name):
+            raise ValueError(f"a loader name is lower-case letters and digits, got {self.name!r}")
+        if not callable(self.load):
+            raise ValueError(f"loader {self.name!r}: load must be a function")
+
+    @property
+    def options(self) -> list[str]:
+        """The options its function takes (every parameter but ``source``)."""
+        return [p for p in inspect.signature(self.load).parameters if p != "source"]
+
+    def __call__(self, source=None, **options) -> TaskSet:
+        return self.load(source, **options)
+
+
+def loader_key(name: str) -> str:
+    """The registry key of a dataset name: lower case, no ``-`` or ``_`` (``human-eval-plus``)."""
+    return str(name).lower().replace("-", "").replace("_", "")

@@ -26,7 +26,9 @@ from ..execution.options import ExecutionOptions
 from ..execution.registry import check_backend
 from ..labels import JUDGES as LABEL_JUDGES
 from ..labels import SOURCES as LABEL_SOURCES
-from .scoring import CONTROLS, ROLES_TRAINED, RewardOptions
+from ..tasks import LoaderError, find_loader
+from .controls import CONTROLS, ROLES_TRAINED
+from .scoring import RewardOptions
 
 _Metadata = OptionMetadata
 
@@ -204,6 +206,12 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
         if self.label_source not in LABEL_SOURCES:
             errors.append(f"--label_source must be one of {', '.join(LABEL_SOURCES)}, got "
                           f"{self.label_source!r}")
+        for flag in ("tasks", "eval_tasks"):
+            if getattr(self, flag) is not None:
+                try:
+                    find_loader(getattr(self, flag))
+                except LoaderError as e:
+                    errors.append(f"--{flag}: {e}")
         if self.reward_control not in CONTROLS:
             errors.append(f"--reward_control must be one of {', '.join(CONTROLS)}, got "
                           f"{self.reward_control!r}")
@@ -238,9 +246,10 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
         if self.label_judge not in LABEL_JUDGES:
             errors.append(f"--label_judge must be one of {', '.join(LABEL_JUDGES)}, got "
                           f"{self.label_judge!r}")
-        elif self.label_judge != "tests" and self.label_source == "gold":
+        elif (self.label_judge != "tests" and self.label_source in LABEL_SOURCES
+              and not LABEL_SOURCES[self.label_source].label_free):
             errors.append(f"--label_judge {self.label_judge} is for label-free sources; "
-                          f"--label_source gold judges by the gold tests")
+                          f"--label_source {self.label_source} judges by the gold tests")
         if not 0.0 <= self.label_threshold <= 1.0:
             errors.append(f"--label_threshold must be in [0, 1], got {self.label_threshold}")
         lo_hi = list(self.curriculum_window or [])
@@ -256,15 +265,16 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
         if n_agents and self.agent_name not in self.agent_names:
             errors.append(f"--agent_name {self.agent_name!r} is not one of --agent_names "
                           f"{self.agent_names}")
-        if self.label_source in ("partner", "ring") and n_agents < 2:
+        source = LABEL_SOURCES.get(self.label_source)
+        if source and source.min_agents > 1 and n_agents < 2:
             errors.append(f"--label_source {self.label_source} needs a pair or ring of agents: "
                           f"start it with a config that lists `agents:` (see "
                           f"configs/pair-tiny-cpu.yaml)")
-        if self.label_source == "partner" and n_agents > 2:
-            errors.append(f"--label_source partner needs exactly 2 agents, got {n_agents}; use "
-                          f"ring")
-        if self.label_source == "frozen" and not (self.frozen_labels or self.frozen_model):
-            errors.append("--label_source frozen needs --frozen_labels FILE or --frozen_model")
+        elif source and source.agents_error(max(n_agents, 1)):
+            errors.append(f"--{source.agents_error(max(n_agents, 1))}")
+        if source and source.needs_frozen and not (self.frozen_labels or self.frozen_model):
+            errors.append(f"--label_source {self.label_source} needs --frozen_labels FILE or "
+                          f"--frozen_model")
         if self.min_len > self.max_len:
             errors.append(f"--min_len ({self.min_len}) must not exceed --max_len ({self.max_len})")
         if errors:

@@ -11,7 +11,7 @@ step, and the trainer reads the step's metrics from ``step.last``.
 from __future__ import annotations
 
 from ..roles import completion_text
-from .step import CoevoStep
+from .step import CoevoStep, Row
 
 
 class CoevoReward:
@@ -29,7 +29,7 @@ class CoevoReward:
                              "(build the dataset with coevo_code.training.data.paired_rows)")
         lengths = ([len(x) for x in completion_ids] if completion_ids is not None
                    else [len(completion_text(c)) for c in completions])
-        rows = [(int(ti), r, completion_text(c), n)
+        rows = [Row(int(ti), r, completion_text(c), n)
                 for ti, r, c, n in zip(task_index, role, completions, lengths)]
         out = self.step.run(rows, split[0] if split else "train",
                             int(trainer_state.global_step) if trainer_state is not None else 0)

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..labels import label_source
 from ..tasks import LoaderError, load_tasks
 from ..tasks.model import Task, seeded_sample
 from .config import CoevoConfig
@@ -236,7 +237,8 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     extra_rewards = reward_funcs(config.reward_funcs)  # a bad name fails before any work
     if tasks is None:
         tasks = _load(config.tasks, config.tasks_path, config.tasks_split, config.tasks_limit,
-                      config.seed, "--tasks", need_gold=config.label_source == "gold",
+                      config.seed, "--tasks",
+                      need_gold=label_source(config.label_source).needs_gold,
                       **_selection(config, "tasks"))
     if eval_tasks is None and config.eval_tasks:
         # the same evaluation problems whatever the run's seed: seeds compare on one set
@@ -276,7 +278,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
                                      / config.gradient_accumulation_steps)
     # the main process scores label-free batches (reward.py), so only it reads the labeller
     frozen = (frozen_labels(config, tasks, out)
-              if config.label_source == "frozen" and _is_main() else None)
+              if label_source(config.label_source).needs_frozen and _is_main() else None)
     exchange = exchange_for(config)
     rows = paired_rows(shown_tasks(tasks, config.problem_field), "train",
                        config.max_input_examples)

@@ -12,12 +12,14 @@ process, so none hangs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Sequence
 
 
 class Sharding:
-    """``score(items, split, fn)`` -> (rewards of this process's rows, every problem's scores,
-    phase times), with ``fn(rows)`` the step's scoring of a list of rows."""
+    """``score(items, split, fn)`` -> ``fn``'s :class:`~coevo_code.training.step.ScoredRows`
+    with the rewards of this process's rows and every problem's scores, where ``fn(rows)`` is
+    the step's scoring of a list of rows."""
 
     def __init__(self, accelerator=None, local_batch: dict[str, int] | None = None,
                  k: dict[str, int] | None = None):
@@ -44,8 +46,9 @@ class Sharding:
         if not self.local_ok(split, whole):
             return self._gathered(items, fn, lockstep)
         from accelerate.utils import gather_object
+        scored = None
         try:
-            rewards, scores, phases = fn(items)
+            scored = fn(items)
             failed = None
         except Exception as e:  # noqa: BLE001 - every process must learn of it, or hang
             failed = e
@@ -54,9 +57,8 @@ class Sharding:
         if errors:
             raise failed if failed is not None else RuntimeError(
                 f"another process could not score its batch: {errors[0]}")
-        scores = gather_object(scores)
-        phases = {k: max(gather_object([v])) for k, v in phases.items()}
-        return rewards, scores, phases
+        return replace(scored, scores=gather_object(scored.scores),
+                       phases={k: max(gather_object([v])) for k, v in scored.phases.items()})
 
     def _gathered(self, items, fn, lockstep):
         from accelerate.utils import broadcast_object_list, gather_object
@@ -72,10 +74,8 @@ class Sharding:
         broadcast_object_list(payload, from_process=0)
         if isinstance(payload[0], Exception):
             raise payload[0]
-        rewards, scores, phases = payload[0]
+        scored = payload[0]
         if lockstep is not None:
-            if not acc.is_main_process:  # the main process holds it already (and its pending)
-                lockstep.curriculum.adopt(phases.get("curriculum", {}))
-            lockstep.stop_all = lockstep.stop_all or bool(phases.get("stop_all", False))
+            lockstep.adopt(scored.shared, main=acc.is_main_process)
         start = sum(len(c) for c in per_process[:acc.process_index])
-        return rewards[start:start + len(items)], scores, phases
+        return replace(scored, rewards=scored.rewards[start:start + len(items)])

@@ -24,18 +24,48 @@ import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from ..labels import label_source
 from ..roles import CODE, TEST
 from ..tasks.model import Task
 from .data import Curriculum
-from .scoring import (ProblemScore, RewardOptions, batch_metrics, control_rewards, prepare,
-                      prepare_joint, score, score_joint, trained_roles)
+from .controls import control_rewards, trained_roles
+from .joint import prepare_joint, score_joint
+from .scoring import ProblemScore, RewardOptions, prepare, score
+from .step_metrics import batch_metrics
 from .sharding import Sharding
 
-Row = tuple  # (task index, role, completion text, completion length)
+class Row(NamedTuple):
+    """One completion of a generation batch (the reward function's columns)."""
+
+    task_index: int
+    role: str        # CODE or TEST
+    text: str        # the completion's text
+    length: int      # in tokens (characters when TRL gives no token ids)
+
+
+@dataclass
+class SharedState:
+    """The run-wide state a label-free step agreed with the other agents (the exchange), which
+    every process adopts: the curriculum's pass-rate estimates and whether every agent stops."""
+
+    curriculum: dict
+    stop_all: bool
+
+
+@dataclass
+class ScoredRows:
+    """Steps 1-5 on a list of rows: a reward per row (None: no signal), every problem's
+    :class:`ProblemScore`, the seconds of each phase (``execution``, ``rewards``, label-free
+    ``exchange``) and, label-free, the :class:`SharedState` the exchange settled."""
+
+    rewards: list
+    scores: list
+    phases: dict
+    shared: SharedState | None = None
 
 
 @dataclass
@@ -47,6 +77,13 @@ class Lockstep:
     curriculum: Curriculum = field(default_factory=lambda: Curriculum(enabled=False))
     stop_requested: bool = False
     stop_all: bool = False
+
+    def adopt(self, shared: SharedState | None, main: bool) -> None:
+        """Take the state the main process settled (its own process holds it already, with its
+        pending estimates)."""
+        if not main:
+            self.curriculum.adopt(shared.curriculum if shared is not None else {})
+        self.stop_all = self.stop_all or bool(shared is not None and shared.stop_all)
 
 
 @dataclass
@@ -69,7 +106,7 @@ def group_rows(items: Sequence[Row], tasks: Sequence[Task], split: str) -> dict[
     order of first appearance); an error naming the row or problem when a row is malformed or a
     problem lacks a role."""
     groups: dict[int, dict[str, list[int]]] = {}
-    for pos, (ti, r, _, _) in enumerate(items):
+    for pos, (ti, r, *_) in enumerate(items):
         if r not in (CODE, TEST):
             raise ValueError(f"row {pos}: role must be code or test, got {r!r}")
         if not 0 <= ti < len(tasks):
@@ -133,41 +170,43 @@ class CoevoStep:
 
     @property
     def label_free(self) -> bool:
-        return self.options.label_source != "gold"
+        return label_source(self.options.label_source).label_free
 
     # ---- the step -------------------------------------------------------------------------------
     def run(self, items: Sequence[Row], split: str, global_step: int = 0) -> StepOutput:
         """Score this process's rows (steps 1-5 here or on the gathered batch), then pool the
         metrics (6)."""
+        items = [Row(*x) for x in items]
         joint = self.label_free and split == "train"
-        rewards, scores, phases = self.sharding.score(
+        scored = self.sharding.score(
             items, split, lambda rows: self.score_rows(rows, split, global_step),
             whole=joint, lockstep=self.lockstep)
-        phases = {k: v for k, v in phases.items() if k in ("execution", "rewards", "exchange")}
+        rewards, scores, phases = scored.rewards, scored.scores, dict(scored.phases)
         if split == "train":  # the logged metrics stay the real ones
-            roles = [r for _, r, _, _ in items]
+            roles = [x.role for x in items]
             rewards = trained_roles(rewards, roles, self.train_roles)
             if self.control != "none":
                 rewards = control_rewards(rewards, roles, self.control, self._control_rng)
         out = StepOutput(split, rewards, batch_metrics(scores, phases["execution"]), phases)
         self.last = out
-        self.calls.append((split, [(ti, r, text) for ti, r, text, _ in items], list(rewards)))
+        self.calls.append((split, [(x.task_index, x.role, x.text) for x in items],
+                           list(rewards)))
         return out
 
-    def score_rows(self, items: Sequence[Row], split: str, global_step: int = 0):
-        """Steps 1-5 on a list of rows: (rewards in row order, per-problem scores, phase times)."""
+    def score_rows(self, items: Sequence[Row], split: str, global_step: int = 0) -> ScoredRows:
+        """Steps 1-5 on a list of rows."""
         t0 = time.perf_counter()
         tasks = self.tasks.get(split)
         if tasks is None:
             raise ValueError(f"rows of split {split!r} but no such task list")
         groups = group_rows(items, tasks, split)                            # 1
         order = list(groups)
-        extra: dict = {}
+        waited, shared = 0.0, None
         if self.label_free and split == "train":                            # 2 (label-free)
             batches, waited = self._joint_jobs(items, split, tasks, groups, global_step)
-            extra = {"exchange": waited, "stop_all": self.lockstep.stop_all,
-                     "curriculum": {str(k): v for k, v in
-                                    self.lockstep.curriculum.estimates.items()}}
+            shared = SharedState({str(k): v for k, v in
+                                  self.lockstep.curriculum.estimates.items()},
+                                 self.lockstep.stop_all)
             jobs = [j for jb in batches for j in jb.jobs]
         else:                                                               # 2 (gold tests)
             batches = [self._job(tasks[ti], items, groups[ti]) for ti in order]
@@ -187,14 +226,15 @@ class CoevoStep:
                       for b in batches]
         rewards = place(len(items), scores, [groups[ti] for ti in order])  # 5
         t3 = time.perf_counter()
-        phases = {"execution": t2 - t1,
-                  "rewards": (t1 - t0) + (t3 - t2) - extra.get("exchange", 0.0), **extra}
-        return rewards, scores, phases
+        phases = {"execution": t2 - t1, "rewards": (t1 - t0) + (t3 - t2) - waited}
+        if shared is not None:
+            phases["exchange"] = waited
+        return ScoredRows(rewards, scores, phases, shared)
 
     def _job(self, task: Task, items, group: dict):
-        b = prepare(task, [items[p][2] for p in group[CODE]], [items[p][2] for p in group[TEST]],
-                    self.options, [items[p][3] for p in group[CODE]],
-                    [items[p][3] for p in group[TEST]])
+        b = prepare(task, [items[p].text for p in group[CODE]],
+                    [items[p].text for p in group[TEST]], self.options,
+                    [items[p].length for p in group[CODE]], [items[p].length for p in group[TEST]])
         if b.job is not None and self.exec_time_limit_s is not None:
             b.job["time_limit_s"] = self.exec_time_limit_s
         return b
@@ -207,8 +247,8 @@ class CoevoStep:
         self._calls_at_step = {(split, global_step): call + 1}
         ls = self.lockstep
         payload = {"problems": [tasks[ti].id for ti in order],
-                   "code": [[items[p][2] for p in groups[ti][CODE]] for ti in order],
-                   "test": [[items[p][2] for p in groups[ti][TEST]] for ti in order],
+                   "code": [[items[p].text for p in groups[ti][CODE]] for ti in order],
+                   "test": [[items[p].text for p in groups[ti][TEST]] for ti in order],
                    "curriculum": ls.curriculum.snapshot(), "stop": ls.stop_requested}
         key = f"{split}/step-{global_step}/call-{call}"
         tx = time.perf_counter()
@@ -226,15 +266,15 @@ class CoevoStep:
         batches = []
         for q, ti in enumerate(order):
             blocks = [(p["code"][q], p["test"][q]) for p in payloads]
-            if self.options.label_source == "frozen":
+            if label_source(self.options.label_source).needs_frozen:
                 fz = self.frozen.get(tasks[ti].id)
                 if fz is None:
                     raise RuntimeError(f"problem {tasks[ti].id}: no frozen labels for it "
                                        f"(frozen_labels holds {len(self.frozen)} problems)")
                 blocks.append(fz)
             jb = prepare_joint(tasks[ti], blocks, self.agent_index, self.n_agents, self.options,
-                               [items[p][3] for p in groups[ti][CODE]],
-                               [items[p][3] for p in groups[ti][TEST]])
+                               [items[p].length for p in groups[ti][CODE]],
+                               [items[p].length for p in groups[ti][TEST]])
             for j in jb.jobs:
                 if self.exec_time_limit_s is not None:
                     j["time_limit_s"] = self.exec_time_limit_s

@@ -31,10 +31,10 @@ from trl import GRPOTrainer
 from ..evaluation.heldout import EVAL_KEYS
 from .data import PairedSampler
 from .reward import CoevoReward
-from .step import CoevoStep
+from .step import CoevoStep, Lockstep
 from .modelcard import render as render_card
 from .rundir import JsonlWriter, checkpoint_dir, read_jsonl
-from .scoring import MATRIX_KEYS, METRIC_KEYS
+from .step_metrics import MATRIX_KEYS, METRIC_KEYS
 
 PHASES = ("generation", "execution", "rewards", "update")
 TRL_KEYS = ("loss", "grad_norm", "learning_rate", "entropy", "kl")
@@ -54,7 +54,7 @@ class _StepEnd(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.trainer._on_step_end(state)
-        if self.trainer.coevo.lockstep.stop_all:  # early stopping, agreed by every agent
+        if self.trainer.lockstep.stop_all:  # early stopping, agreed by every agent
             control.should_training_stop = True
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -89,7 +89,7 @@ class EarlyStopping(TrainerCallback):
         else:
             self.best["evals_since"] += 1
         if args.early_stopping_patience and self.best["evals_since"] >= args.early_stopping_patience:
-            self.trainer.coevo.lockstep.stop_requested = True
+            self.trainer.lockstep.stop_requested = True
             if self.trainer.coevo.n_agents <= 1:  # alone: stop now (a pair: after the next step)
                 control.should_training_stop = True
 
@@ -162,6 +162,11 @@ class CoevoTrainer(GRPOTrainer):
             self.add_callback(_Progress())
 
     @property
+    def lockstep(self) -> Lockstep:
+        """The state this agent shares with the others (the step's): curriculum, early stop."""
+        return self.coevo.lockstep
+
+    @property
     def best(self) -> dict:
         return self.early_stopping.best
 
@@ -174,7 +179,7 @@ class CoevoTrainer(GRPOTrainer):
             batches=a.generation_batches(self._n_train, a.gradient_accumulation_steps),
             repeat=self.num_iterations * a.steps_per_generation, seed=a.seed,
             shuffle=self.shuffle_dataset, p_give_example=a.p_give_example,
-            keep=self.coevo.lockstep.curriculum.keep if a.curriculum else None)
+            keep=self.lockstep.curriculum.keep if a.curriculum else None)
 
     # ---- generation, rewards, masking -------------------------------------------------------------
     def _generate(self, prompts):
@@ -257,7 +262,7 @@ class CoevoTrainer(GRPOTrainer):
                          "generation": self._generations, "wall_s": time.time() - self._t0,
                          **{k: self._last_gen.get(k) for k in METRIC_KEYS}, **phases,
                          "time_step": total,
-                         "curriculum_skipped": self.coevo.lockstep.curriculum.skipped
+                         "curriculum_skipped": self.lockstep.curriculum.skipped
                          if self.args.curriculum else None,
                          **{k: self._last_gen.get(k) for k in MATRIX_KEYS}}
         self._phase.clear()
@@ -286,7 +291,7 @@ class CoevoTrainer(GRPOTrainer):
                 # the estimates every agent shares (adopted from the first agent's payload), not
                 # this agent's own pending ones: resumed agents then sample alike
                 shared = {str(k): v for k, v in
-                          self.coevo.lockstep.curriculum.estimates.items()}
+                          self.lockstep.curriculum.estimates.items()}
                 (ckpt / STATE_FILE).write_text(json.dumps({"curriculum": shared,
                                                            "best": self.best}))
         return out
@@ -317,7 +322,7 @@ class CoevoTrainer(GRPOTrainer):
         f = Path(checkpoint) / STATE_FILE
         if f.is_file():
             state = json.loads(f.read_text())
-            self.coevo.lockstep.curriculum.adopt(state.get("curriculum", {}))
+            self.lockstep.curriculum.adopt(state.get("curriculum", {}))
             self.best.update(state.get("best", {}))
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
