@@ -9,8 +9,8 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.execution.launchers import BwrapLauncher, DockerLauncher  # noqa: E402
+from coevo_code.execution import Executor
+from coevo_code.execution.launchers import BwrapLauncher, DockerLauncher
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("COEVO_SHARED_DATA", REPO.parent / "shared" / "data"))

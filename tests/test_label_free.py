@@ -9,12 +9,12 @@ import pytest
 
 pytest.importorskip("trl")
 
-from training_helpers import PLUMBING, bundled, scripted_rollout, gold_test_text, tiny_config  # noqa: E402
+from training_helpers import PLUMBING, bundled, scripted_rollout, gold_test_text, tiny_config
 
-from coevo_code.training import train  # noqa: E402
-from coevo_code.training.data import Curriculum  # noqa: E402
-from coevo_code.training.reward import CoevoReward  # noqa: E402
-from coevo_code.training.step import CoevoStep  # noqa: E402
+from coevo_code.training import train
+from coevo_code.training.data import Curriculum
+from coevo_code.training.reward import CoevoReward
+from coevo_code.training.step import CoevoStep
 
 
 def _lines(path):

@@ -18,11 +18,11 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import lcb_agreement as A  # noqa: E402
+import lcb_agreement as A
 
-from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.tasks import LoaderError, load_tasks  # noqa: E402
-from coevo_code.tasks.livecodebench import FILES, pickled_string  # noqa: E402
+from coevo_code.execution import Executor
+from coevo_code.tasks import LoaderError, load_tasks
+from coevo_code.tasks.livecodebench import FILES, pickled_string
 
 ENV = {**os.environ, "PYTHONPATH": str(HERE.parent), "OMP_NUM_THREADS": "1"}
 
@@ -102,7 +102,7 @@ def test_release_names_are_the_loading_scripts():
 
 def test_folder_files_release_window_and_platform(tmp_path):
     repo = write_repo(tmp_path / "repo")
-    ids = lambda **kw: [t.id for t in load_tasks("livecodebench", str(repo), **kw)]  # noqa: E731
+    ids = lambda **kw: [t.id for t in load_tasks("livecodebench", str(repo), **kw)]
     assert ids() == [f"{k}{i}" for i in range(1, 7) for k in "sf"]  # release_latest
     assert ids(release="release_v2") == ["s1", "f1", "s2", "f2"]
     assert ids(release="v4") == ["s4", "f4"]
@@ -236,7 +236,7 @@ def test_pickled_string_reads_opcodes_only():
 def test_zlib_and_json_tricks_are_one_line_errors():
     from coevo_code.tasks.livecodebench import decode_lcb_tests
     packed = zlib.compress(pickle.dumps('[{"input": "1", "output": "1"}]'))
-    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    b64 = lambda b: base64.b64encode(b).decode()
     assert decode_lcb_tests(b64(packed), "q") == [{"input": "1", "output": "1"}]
     deep = "[" * 100_000 + "]" * 100_000
     for raw, why in ((b64(packed + b"xyz"), "3 bytes after the zlib stream"),

@@ -82,7 +82,7 @@ def test_scripted_pair_lockstep_across_epochs_and_rewards_from_the_partner(tmp_p
     # scores the gathered batch, and each process takes its rows back
     got = _scripted(tmp_path, [("qwen", "tiny-random"), ("llama", "tiny-llama-random")], "partner", 8,
                     {"qwen": qwen_processes})
-    q, l = got["qwen"], got["llama"]
+    q, l = got["qwen"], got["llama"]  # noqa: E741 - q and l: the qwen and llama runs
     assert q["steps"] == l["steps"] == 8 and len(q["calls"]) == len(l["calls"]) == 8
     # lockstep: the same problems, in the same order, at every step; 32 visits of 26 problems
     # cross the pass boundary (26 distinct first, then repeats) at the 7th step

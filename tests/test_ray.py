@@ -23,12 +23,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ray.cluster_utils import Cluster  # noqa: E402
+from ray.cluster_utils import Cluster
 
-import coevo_code.version  # noqa: E402
-from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.execution.backends import ExecutorProtocol, make_executor  # noqa: E402
-from coevo_code.execution.ray_backend import (  # noqa: E402
+import coevo_code.version
+from coevo_code.execution import Executor
+from coevo_code.execution.backends import ExecutorProtocol, make_executor
+from coevo_code.execution.ray_backend import (
     INSTALL_HINT, RESOURCE, RayBackendError, RayExecutor, RayMissingError, _init_ray,
     doctor_report)
 

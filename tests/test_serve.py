@@ -23,7 +23,7 @@ from coevo_code.tasks import load_tasks
 from coevo_code.training.tester_reward import TesterReward
 
 sandbox_fusion = pytest.importorskip("sandbox_fusion")
-from sandbox_fusion import (RunCodeRequest, RunStatus, SummaryMapping,  # noqa: E402
+from sandbox_fusion import (RunCodeRequest, RunStatus, SummaryMapping,
                             run_code, summary_run_code_result)
 
 REPO = Path(__file__).resolve().parents[1]

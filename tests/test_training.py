@@ -9,14 +9,14 @@ import pytest
 
 pytest.importorskip("trl")
 
-import torch  # noqa: E402
+import torch
 
-from coevo_code.roles import parse_program, parse_test  # noqa: E402
-from coevo_code.training import train  # noqa: E402
-from coevo_code.training.run import reward_options  # noqa: E402
-from coevo_code.training.scoring import LOWEST, METRIC_KEYS  # noqa: E402
-from coevo_code.training.trainer import STEP_KEYS  # noqa: E402
-from training_helpers import (GARBAGE, PLUMBING, bundled, expected_rewards,  # noqa: E402
+from coevo_code.roles import parse_program, parse_test
+from coevo_code.training import train
+from coevo_code.training.run import reward_options
+from coevo_code.training.scoring import LOWEST, METRIC_KEYS
+from coevo_code.training.trainer import STEP_KEYS
+from training_helpers import (GARBAGE, PLUMBING, bundled, expected_rewards,
                               scripted_rollout, scripted_sampler, tiny_config)
 
 torch.set_num_threads(1)

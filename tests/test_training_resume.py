@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from coevo_code.training.rundir import checkpoint_step, last_complete_checkpoint, truncate_jsonl  # noqa: E402
+from coevo_code.training.rundir import checkpoint_step, last_complete_checkpoint, truncate_jsonl
 
 HERE = Path(__file__).resolve().parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}

@@ -821,7 +821,7 @@ class RayExecutor(ExecutorBase):
             for ref in list(inflight):
                 try:
                     ray.cancel(ref)
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - the task may be done or its node gone
                     pass
             raise
 

@@ -250,8 +250,8 @@ def load_cure(source=None, split: str | None = None) -> TaskSet:
 
 
 # ---- LiveCodeBench and LiveBench: coevo_code/tasks/livecodebench.py and livebench.py ----------
-from .livebench import load_livebench  # noqa: E402
-from .livecodebench import decode_lcb_tests, load_livecodebench  # noqa: E402,F401
+from .livebench import load_livebench  # noqa: E402 - imported in the section that lists the loaders
+from .livecodebench import decode_lcb_tests, load_livecodebench  # noqa: E402,F401 - likewise; decode_lcb_tests is re-exported by coevo_code.tasks
 
 
 LOADERS: dict[str, Callable[..., TaskSet]] = {
