@@ -131,6 +131,7 @@ def cc_row(name, **over):
     return row
 
 
+@pytest.mark.slow
 def test_validate_drops_what_trusted_solutions_disagree_with(tmp_path, executor):
     """The reference failing a private test (WRONG, listed among the solutions) decides
     nothing; a disagreement (wrong answer) drops a test, a timeout does not; rows that cannot
@@ -168,6 +169,7 @@ def test_validate_drops_what_trusted_solutions_disagree_with(tmp_path, executor)
         validate_codecontests(src, src, executor)
 
 
+@pytest.mark.slow
 def test_check_and_validate_commands(tmp_path):
     src = tmp_path / "cc.jsonl"
     src.write_text(json.dumps(cc_row("1_A")) + "\n")

@@ -31,6 +31,7 @@ def _code_rewards(call):
     return out
 
 
+@pytest.mark.slow
 def test_self_majority_rewards_the_majority_cluster_and_logs_gold_only(tmp_path):
     tasks = bundled(6)
     cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_generation=2,
@@ -117,6 +118,7 @@ def test_curriculum_in_a_run_learns_estimates_and_skips(tmp_path):
     assert saved["curriculum"]  # resumed runs start from the same estimates
 
 
+@pytest.mark.slow
 def test_early_stopping_keeps_best_and_stops(tmp_path):
     cfg = tiny_config(tmp_path / "run", max_steps=6, eval_tasks="bundled", eval_tasks_limit=2,
                       eval_steps=1, per_device_eval_batch_size=8, keep_best=True,

@@ -70,6 +70,7 @@ def hub_cache(tmp_path):
             "HF_DATASETS_OFFLINE": "1"}
 
 
+@pytest.mark.slow
 def test_hub_path_by_release_through_huggingface_hub(hub_cache):
     """No --data: the files of the release come through hf_hub_download (from its cache,
     offline); cumulative releases take test.jsonl ... testN.jsonl, single ones testN.jsonl."""
@@ -153,6 +154,7 @@ def test_six_seconds_prelude_and_checker_by_default(tmp_path):
     assert not parse_program("```python\ndef other(x):\n    return x\n```", func).ok
 
 
+@pytest.mark.slow
 def test_flags_on_eval_and_rank(tmp_path):
     """--release/--start-date/--end-date/--platform on `coevo eval` (scoring samples) and
     `coevo rank`; an unknown release is one line listing the valid names."""
@@ -285,6 +287,7 @@ def test_livebench_removal_dates_and_completion_prefix(tmp_path):
 
 
 # ---- agreement with the official grader ---------------------------------------------------------
+@pytest.mark.slow
 def test_agreement_with_the_livecodebench_grader_on_a_seeded_subset():
     """Our verdict equals run_test's on every sample of a seeded subset, except the documented
     on-purpose cases, which differ exactly as docs/EVALUATION.md says."""
@@ -310,6 +313,7 @@ def test_tests_that_inflate_past_the_cap_are_refused(monkeypatch):
         L.decode_lcb_tests(blob, "q")
 
 # ---- coevo train: the same selection, as config fields ------------------------------------------
+@pytest.mark.slow
 def test_train_config_selects_livecodebench_problems(tmp_path):
     """``coevo train`` takes the selection as fields (tasks_release ... eval_tasks_platform, TRL
     style ``--field`` overrides), each passed to the loader of its own data set."""

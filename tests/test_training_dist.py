@@ -20,6 +20,8 @@ from coevo_code.training import train
 from coevo_code.training.run import reward_options
 from training_helpers import PLUMBING, bundled, expected_rewards, scripted_rollout, tiny_config
 
+pytestmark = pytest.mark.slow  # two torchrun processes each
+
 HERE = Path(__file__).resolve().parent
 
 

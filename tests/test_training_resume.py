@@ -39,6 +39,7 @@ def _weights(path: Path):
     return list(AutoModelForCausalLM.from_pretrained(path).parameters())
 
 
+@pytest.mark.slow
 def test_kill_and_resume(tmp_path):
     full = _run(tmp_path / "full")
     _, err = full.communicate(timeout=600)
