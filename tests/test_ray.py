@@ -32,6 +32,8 @@ from coevo_code.execution.ray_backend import (
     INSTALL_HINT, RESOURCE, RayBackendError, RayExecutor, RayMissingError, _init_ray,
     doctor_report)
 
+pytestmark = pytest.mark.slow  # a simulated Ray cluster of several nodes, started per module
+
 HERE = Path(__file__).resolve().parent
 NODE = {"num_cpus": 2, "resources": {RESOURCE: 1}, "node_ip_address": "127.0.0.1"}
 
