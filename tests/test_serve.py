@@ -327,6 +327,7 @@ def test_limits_clamps_and_queue():
         assert 'coevo_serve_errors_total{kind="too_large"} 2.0' in text
 
 
+@pytest.mark.slow
 def test_tester_as_reward_model(local, tmp_path):
     """--tester tiny: tests are written once per problem (the model for one problem, the cache
     file for another), each completion is judged against them, and the rewards are those of
@@ -427,6 +428,7 @@ def test_verl_sandbox_fusion_reward_helper(server):
     assert score == 0.0 and meta[0]["status"] == "timeout"
 
 
+@pytest.mark.slow
 def test_ray_backend_gives_the_same_matrices(local):
     """--backend ray (a local Ray instance on 127.0.0.1): one RayExecutor behind the dispatcher,
     the same matrices as the local executor."""
