@@ -255,6 +255,7 @@ def test_pair_resume_after_sigkill_of_the_launcher_logs_every_step_once(tmp_path
         assert (run / name / "checkpoint-6").is_dir()
 
 
+@pytest.mark.slow
 def test_bad_pair_configs_are_named(tmp_path):
     from coevo_code.training.pair import PairError, load_pair, validate
     base = PAIR_YAML.read_text()
