@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from evalplus_agreement import (ADVERSARIAL, coevo_verdicts, evalplus_verdicts, subset,  # noqa: E402
+from evalplus_agreement import (ADVERSARIAL, coevo_verdicts, evalplus_verdicts, subset,
                                 write_adversarial, write_samples)
 
 SETS = {"humanevalplus": ("humaneval", "humanevalplus/HumanEvalPlus.jsonl.gz"),

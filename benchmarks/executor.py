@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from coevo_code.execution import Executor  # noqa: E402
+from coevo_code.execution import Executor
 
 TIME_LIMIT = 1.0
 WALL = 2 * TIME_LIMIT + 1

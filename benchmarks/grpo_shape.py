@@ -117,7 +117,7 @@ def run(workdir: Path, model_dir: Path, workload: str, steps: int, device: str) 
           rollout_func=scripted_rollout(tasks, 4) if workload == "scripted" else None)
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     keep = lines[1:] if len(lines) > 1 else lines
-    med = lambda k: statistics.median(x[k] for x in keep)  # noqa: E731
+    med = lambda k: statistics.median(x[k] for x in keep)
     rows = cfg.per_device_train_batch_size
     # completion tokens of a step: half the rows are solutions, half tests (mean lengths, tokens)
     tokens = [rows / 2 * ((x["len_code_mean"] or 0) + (x["len_test_mean"] or 0)) for x in keep]

@@ -29,10 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-from benchmarks.executor import programs as stdio_programs, tests as stdio_tests  # noqa: E402
-from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.execution.launchers import choose_launcher  # noqa: E402
-from fixtures.legacy import legacy_launcher  # noqa: E402
+from benchmarks.executor import programs as stdio_programs, tests as stdio_tests
+from coevo_code.execution import Executor
+from coevo_code.execution.launchers import choose_launcher
+from fixtures.legacy import legacy_launcher
 
 SHARED = Path(os.environ.get("COEVO_SHARED_DATA", ROOT.parent / "shared" / "data"))
 

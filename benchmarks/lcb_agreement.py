@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
-import lcb_agreement as A  # noqa: E402
+import lcb_agreement as A
 
 
 def _verdict(v: bool) -> str:

@@ -36,9 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.serve.loadtest import run_load  # noqa: E402
-from coevo_code.serve.process import ServeProcess  # noqa: E402
+from coevo_code.execution import Executor
+from coevo_code.serve.loadtest import run_load
+from coevo_code.serve.process import ServeProcess
 
 
 def job(i: int, programs: int, tests: int, rng: random.Random) -> dict:
@@ -197,8 +197,8 @@ def load(args) -> dict:
     errors = {line.split("{")[1].split("}")[0]: float(line.split()[-1])
               for line in metrics.splitlines() if line.startswith("coevo_serve_errors_total{")}
     fig["server_errors"] = errors
-    print(f"\n| requests | concurrency | answered | lost | wrong | by kind | RSS after warm-up | "
-          f"RSS after | RSS max | time |")
+    print(f"\n| requests | concurrency | answered | lost | wrong | by kind | RSS after warm-up | "  # noqa: F541 - the table's header, one f-string with the line below
+          f"RSS after | RSS max | time |")  # noqa: F541 - likewise
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     kinds = ", ".join(f"{k} {v}" for k, v in fig["by_kind"].items())
     print(f"| {fig['sent']} | {fig['concurrency']} | {fig['answered']} | {fig['lost']} | "

@@ -9,8 +9,8 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.execution.launchers import BwrapLauncher, DockerLauncher  # noqa: E402
+from coevo_code.execution import Executor
+from coevo_code.execution.launchers import BwrapLauncher, DockerLauncher
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("COEVO_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -30,14 +30,15 @@ def docker_available() -> tuple[bool, str]:
 
 def launchers(docker: bool = True) -> list:
     """bwrap where it works here (CI installs it), docker where an engine answers and the image
-    is built, and always the direct launcher."""
+    is built (a slow test: left out of the fast tier), and always the direct launcher."""
     ok, why = BwrapLauncher().available()
     out = [pytest.param("bwrap", marks=pytest.mark.skipif(not ok, reason=f"bwrap: {why}")),
            "direct"]
     if docker:
         dok, dwhy = docker_available()
-        out.append(pytest.param("docker", marks=pytest.mark.skipif(
-            not dok, reason=f"docker: {dwhy}")))
+        # slow: a container per slot; the fast tier checks the sandbox through bwrap and direct
+        out.append(pytest.param("docker", marks=[pytest.mark.slow, pytest.mark.skipif(
+            not dok, reason=f"docker: {dwhy}")]))
     return out
 
 

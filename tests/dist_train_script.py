@@ -8,10 +8,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from training_helpers import PLUMBING, bundled, scripted_rollout, tiny_config  # noqa: E402
+from training_helpers import PLUMBING, bundled, scripted_rollout, tiny_config
 
-from coevo_code.training import train  # noqa: E402
-from coevo_code.training.run import end_worker  # noqa: E402
+from coevo_code.training import train
+from coevo_code.training.run import end_worker
 
 
 def main(out: str, mode: str, ray_address: str | None = None) -> None:

@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from training_helpers import (GARBAGE, bundled, gold_test_text, scripted_rollout,  # noqa: E402
+from training_helpers import (GARBAGE, bundled, gold_test_text, scripted_rollout,
                               tiny_config, wrong_program, wrong_test)
 
 PLANTER, PLANT_STEP = "llama", 2  # llama's generation at global step 2 (the 3rd step)

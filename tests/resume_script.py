@@ -7,9 +7,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from training_helpers import PLUMBING, bundled, scripted_rollout, tiny_config  # noqa: E402
+from training_helpers import PLUMBING, bundled, scripted_rollout, tiny_config
 
-from coevo_code.training import train  # noqa: E402
+from coevo_code.training import train
 
 
 def main(out: str, resume: bool) -> None:

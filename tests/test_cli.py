@@ -84,6 +84,7 @@ def test_execute_stdin_to_stdout():
     assert [x["passed"] for x in res] == [[[True]], [[True]]]
 
 
+@pytest.mark.slow
 def test_execute_bundled_example(tmp_path):
     out = tmp_path / "m.jsonl"
     r = coevo("execute", "-o", str(out))

@@ -36,7 +36,7 @@ def test_real_rows_limits_fallbacks_and_python2_rows(sample):
     assert len(ts) == 8 and ts.n_tests == 792, s
     assert f"6 with Python 2 solutions only (not run) ({', '.join(CODECHEF)})" in s
     assert f"6 without a time limit (1 s used) ({', '.join(CODECHEF)})" in s
-    assert f"6 without a memory limit (256 MB used)" in s
+    assert f"6 without a memory limit (256 MB used)" in s  # noqa: F541 - written like the two lines above
     assert "1 without a Python solution (1081_G. Mergesort Strikes Back)" in s
     by = {t.id: t for t in ts}
     phone = by[PHONE]
@@ -131,6 +131,7 @@ def cc_row(name, **over):
     return row
 
 
+@pytest.mark.slow
 def test_validate_drops_what_trusted_solutions_disagree_with(tmp_path, executor):
     """The reference failing a private test (WRONG, listed among the solutions) decides
     nothing; a disagreement (wrong answer) drops a test, a timeout does not; rows that cannot
@@ -168,6 +169,7 @@ def test_validate_drops_what_trusted_solutions_disagree_with(tmp_path, executor)
         validate_codecontests(src, src, executor)
 
 
+@pytest.mark.slow
 def test_check_and_validate_commands(tmp_path):
     src = tmp_path / "cc.jsonl"
     src.write_text(json.dumps(cc_row("1_A")) + "\n")

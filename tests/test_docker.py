@@ -19,7 +19,7 @@ from conftest import docker_available, owned_processes
 from test_verdicts import A_PLUS_B, CHECKER, CORRECT, FAILING
 
 ok, why = docker_available()
-pytestmark = pytest.mark.skipif(not ok, reason=f"docker: {why}")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not ok, reason=f"docker: {why}")]  # containers
 
 
 def _containers(token: str) -> list:

@@ -76,6 +76,7 @@ COMMON = ["--benchmark", "bundled", "--limit", "3", "--model", "tiny-random", "-
           "--k-test", "2", "--bon", "2x2", "--max-tokens", "12", "--bootstrap", "50"]
 
 
+@pytest.mark.slow
 def test_transformers_engine_end_to_end_and_resume(tmp_path):
     out = tmp_path / "e"
     p = coevo("eval", *COMMON, "-o", str(out))
@@ -107,6 +108,7 @@ def server(tmp_path):
     proc.wait()
 
 
+@pytest.mark.slow
 def test_openai_engine_against_a_local_server(tmp_path, server):
     url, log, _ = server
     out = tmp_path / "o"
@@ -121,6 +123,7 @@ def test_openai_engine_against_a_local_server(tmp_path, server):
     assert all(len(g["completions"]) == 2 for g in gens)
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_keeps_what_was_generated(tmp_path, server):
     url, log, proc = server
     out = tmp_path / "u"
@@ -213,6 +216,7 @@ def test_rank_against_a_benchmark_with_completions(tmp_path):
     assert row["choice"] == 1 and row["passed"][1] == len(t.tests)
 
 
+@pytest.mark.slow
 def test_eval_config_file_and_flags_that_win(tmp_path):
     cfg = tmp_path / "eval.yaml"
     cfg.write_text("benchmark: bundled\nlimit: 2\nmodel: tiny\nk_code: 2\nk_test: 1\n"
@@ -227,6 +231,7 @@ def test_eval_config_file_and_flags_that_win(tmp_path):
     _one_line_error(coevo("eval", "--config", str(bad), "-o", str(tmp_path / "b")), "temperatur")
 
 
+@pytest.mark.slow
 def test_bon_larger_than_drawn_is_reported_at_the_drawn_size(tmp_path, server):
     """--k-code 2 --k-test 2 with the default --bon 4x4,16x16: no bon_4x4 or bon_16x16 row
     computed from 2x2 samples; one bon_2x2 row, and a note saying so (stderr, results)."""

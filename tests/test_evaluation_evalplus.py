@@ -10,6 +10,8 @@ import pytest
 from conftest import SHARED_DATA, need_data
 from evalplus_agreement import coevo_verdicts, evalplus_verdicts, subset, write_samples
 
+pytestmark = pytest.mark.slow  # HumanEval+ and MBPP+ against evalplus's own evaluator, minutes
+
 pytest.importorskip("evalplus")
 
 # evalplus 0.3.1 marks the canonical HumanEval/32 (find_zero) wrong (its own oracle check on

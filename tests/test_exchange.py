@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from coevo_code.training.exchange import Exchange, PartnerError, host_store  # noqa: E402
+from coevo_code.training.exchange import Exchange, PartnerError, host_store
 
 
 def test_swap_timeout_exit_marker_and_a_dead_launcher():

@@ -9,12 +9,12 @@ import pytest
 
 pytest.importorskip("trl")
 
-from training_helpers import PLUMBING, bundled, scripted_rollout, gold_test_text, tiny_config  # noqa: E402
+from training_helpers import PLUMBING, bundled, scripted_rollout, gold_test_text, tiny_config
 
-from coevo_code.training import train  # noqa: E402
-from coevo_code.training.data import Curriculum  # noqa: E402
-from coevo_code.training.reward import CoevoReward  # noqa: E402
-from coevo_code.training.step import CoevoStep  # noqa: E402
+from coevo_code.training import train
+from coevo_code.training.data import Curriculum
+from coevo_code.training.reward import CoevoReward
+from coevo_code.training.step import CoevoStep
 
 
 def _lines(path):
@@ -31,6 +31,7 @@ def _code_rewards(call):
     return out
 
 
+@pytest.mark.slow
 def test_self_majority_rewards_the_majority_cluster_and_logs_gold_only(tmp_path):
     tasks = bundled(6)
     cfg = tiny_config(tmp_path / "run", max_steps=2, problems_per_generation=2,
@@ -117,6 +118,7 @@ def test_curriculum_in_a_run_learns_estimates_and_skips(tmp_path):
     assert saved["curriculum"]  # resumed runs start from the same estimates
 
 
+@pytest.mark.slow
 def test_early_stopping_keeps_best_and_stops(tmp_path):
     cfg = tiny_config(tmp_path / "run", max_steps=6, eval_tasks="bundled", eval_tasks_limit=2,
                       eval_steps=1, per_device_eval_batch_size=8, keep_best=True,

@@ -102,6 +102,7 @@ WARM = {"tiny": {"code": (0.15, 0.55), "ut": (0.15, 0.55), "unparsed": 0.2},
 
 
 @pytest.mark.parametrize("name", sorted(WARM))
+@pytest.mark.slow
 def test_warm_start_is_mediocre_on_heldout(sandbox, name):
     """Shipped weights, at most 1.25 M parameters; on held-out problems at temperature 1 the
     model writes programs and tests, and some but far from all are right."""
@@ -136,6 +137,7 @@ def _make_tiny_model():
 
 
 @pytest.mark.parametrize("arch", ["qwen2", "llama"])
+@pytest.mark.slow
 def test_reproduction_fingerprint(arch, tmp_path):
     """``make_tiny_model.py --quick`` (200 problems, 8 SFT steps; run here in-process, as its
     ``main`` calls it) reproduces the stored tokenizer exactly and the loss curve closely
@@ -206,6 +208,7 @@ def test_tester_figures_count_right_tests_that_catch_the_dominant_mistake(sandbo
     got = learning.tester_figures([task, task], [texts, texts[:1]], mtm, sandbox)
     assert got == {"reverse_words": {"tests_right": 3 / 5, "right_tests_catch_dominant": 2 / 3}}
 
+@pytest.mark.slow
 def test_warmstart_from_a_run_scores_that_runs_saved_weights(tmp_path, capsys):
     """``learning.py warmstart --from RUN`` loads ``RUN/<agent>/final`` (the saved weights, not
     the shipped ones), scores both on the warm starts' problems and writes its own file, with no
@@ -273,6 +276,7 @@ def test_fine_tuning_mistakes():
 
 
 # ---- the default run learns ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_short_default_run_learns(tmp_path):
     """``coevo train`` as shipped, shortened (seeded), through the production path (chat
     template, parsers, sandbox, CURE's rewards, TRL's GRPOTrainer): from the step-0 evaluation
@@ -297,6 +301,7 @@ SHORT_PAIR = ["--seed", "0", "--max_steps", "24", "--eval_steps", "24", "--save_
               "--eval_tasks_limit", "20"]
 
 
+@pytest.mark.slow
 def test_short_pair_labels_agree_with_gold(tmp_path):
     """configs/pair-tiny-cpu.yaml, shortened (seeded): the two warm-started families label each
     other with no gold in any reward, and the labels each agent trains on agree with the gold

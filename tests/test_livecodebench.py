@@ -18,11 +18,11 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import lcb_agreement as A  # noqa: E402
+import lcb_agreement as A
 
-from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.tasks import LoaderError, load_tasks  # noqa: E402
-from coevo_code.tasks.livecodebench import FILES, pickled_string  # noqa: E402
+from coevo_code.execution import Executor
+from coevo_code.tasks import LoaderError, load_tasks
+from coevo_code.tasks.livecodebench import FILES, pickled_string
 
 ENV = {**os.environ, "PYTHONPATH": str(HERE.parent), "OMP_NUM_THREADS": "1"}
 
@@ -70,6 +70,7 @@ def hub_cache(tmp_path):
             "HF_DATASETS_OFFLINE": "1"}
 
 
+@pytest.mark.slow
 def test_hub_path_by_release_through_huggingface_hub(hub_cache):
     """No --data: the files of the release come through hf_hub_download (from its cache,
     offline); cumulative releases take test.jsonl ... testN.jsonl, single ones testN.jsonl."""
@@ -102,7 +103,7 @@ def test_release_names_are_the_loading_scripts():
 
 def test_folder_files_release_window_and_platform(tmp_path):
     repo = write_repo(tmp_path / "repo")
-    ids = lambda **kw: [t.id for t in load_tasks("livecodebench", str(repo), **kw)]  # noqa: E731
+    ids = lambda **kw: [t.id for t in load_tasks("livecodebench", str(repo), **kw)]
     assert ids() == [f"{k}{i}" for i in range(1, 7) for k in "sf"]  # release_latest
     assert ids(release="release_v2") == ["s1", "f1", "s2", "f2"]
     assert ids(release="v4") == ["s4", "f4"]
@@ -153,6 +154,7 @@ def test_six_seconds_prelude_and_checker_by_default(tmp_path):
     assert not parse_program("```python\ndef other(x):\n    return x\n```", func).ok
 
 
+@pytest.mark.slow
 def test_flags_on_eval_and_rank(tmp_path):
     """--release/--start-date/--end-date/--platform on `coevo eval` (scoring samples) and
     `coevo rank`; an unknown release is one line listing the valid names."""
@@ -236,7 +238,7 @@ def test_pickled_string_reads_opcodes_only():
 def test_zlib_and_json_tricks_are_one_line_errors():
     from coevo_code.tasks.livecodebench import decode_lcb_tests
     packed = zlib.compress(pickle.dumps('[{"input": "1", "output": "1"}]'))
-    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    b64 = lambda b: base64.b64encode(b).decode()
     assert decode_lcb_tests(b64(packed), "q") == [{"input": "1", "output": "1"}]
     deep = "[" * 100_000 + "]" * 100_000
     for raw, why in ((b64(packed + b"xyz"), "3 bytes after the zlib stream"),
@@ -285,6 +287,7 @@ def test_livebench_removal_dates_and_completion_prefix(tmp_path):
 
 
 # ---- agreement with the official grader ---------------------------------------------------------
+@pytest.mark.slow
 def test_agreement_with_the_livecodebench_grader_on_a_seeded_subset():
     """Our verdict equals run_test's on every sample of a seeded subset, except the documented
     on-purpose cases, which differ exactly as docs/EVALUATION.md says."""
@@ -310,6 +313,7 @@ def test_tests_that_inflate_past_the_cap_are_refused(monkeypatch):
         L.decode_lcb_tests(blob, "q")
 
 # ---- coevo train: the same selection, as config fields ------------------------------------------
+@pytest.mark.slow
 def test_train_config_selects_livecodebench_problems(tmp_path):
     """``coevo train`` takes the selection as fields (tasks_release ... eval_tasks_platform, TRL
     style ``--field`` overrides), each passed to the loader of its own data set."""

@@ -34,6 +34,7 @@ def hogs():
         p.wait()
 
 
+@pytest.mark.slow
 def test_same_matrix_idle_and_under_load(executor, hogs):
     job = {"id": "load", "programs": PROGRAMS, "tests": TESTS}
     for p in hogs:  # measure idle first

@@ -76,13 +76,14 @@ def _stdio(tasks_ids, ti):
 
 
 @pytest.mark.parametrize("qwen_processes", [1, 2])
+@pytest.mark.slow
 def test_scripted_pair_lockstep_across_epochs_and_rewards_from_the_partner(tmp_path,
                                                                            qwen_processes):
     # with 2: qwen trains on two processes of its own (torchrun); its main process swaps and
     # scores the gathered batch, and each process takes its rows back
     got = _scripted(tmp_path, [("qwen", "tiny-random"), ("llama", "tiny-llama-random")], "partner", 8,
                     {"qwen": qwen_processes})
-    q, l = got["qwen"], got["llama"]
+    q, l = got["qwen"], got["llama"]  # noqa: E741 - q and l: the qwen and llama runs
     assert q["steps"] == l["steps"] == 8 and len(q["calls"]) == len(l["calls"]) == 8
     # lockstep: the same problems, in the same order, at every step; 32 visits of 26 problems
     # cross the pass boundary (26 distinct first, then repeats) at the 7th step
@@ -129,6 +130,7 @@ def test_scripted_pair_lockstep_across_epochs_and_rewards_from_the_partner(tmp_p
     assert 0.0 <= lines[0]["agreement"] <= 1.0
 
 
+@pytest.mark.slow
 def test_scripted_ring_of_three_each_labelled_by_its_predecessor(tmp_path):
     # ring order qwen -> llama -> qwen2 -> qwen: llama labels qwen2, qwen2 labels qwen
     got = _scripted(tmp_path, [("qwen", "tiny-random"), ("llama", "tiny-llama-random"), ("qwen2", "tiny-random")],
@@ -167,6 +169,7 @@ def _pids(run: Path) -> dict:
                                           (x.split() for x in lines[1:] if x.strip())}}
 
 
+@pytest.mark.slow
 def test_pair_command_runs_and_killing_one_agent_stops_the_other_with_its_name(tmp_path):
     run = tmp_path / "pair"
     p = _coevo("--config", str(PAIR_YAML), "--output-dir", str(run), "--max_steps", "40",
@@ -182,6 +185,7 @@ def test_pair_command_runs_and_killing_one_agent_stops_the_other_with_its_name(t
     assert "agent 'llama' exited with code -9" in log, log[-2000:]
 
 
+@pytest.mark.slow
 def test_a_stalled_agent_is_named_after_the_timeout_and_stopped(tmp_path):
     run = tmp_path / "pair"
     p = _coevo("--config", str(PAIR_YAML), "--output_dir", str(run), "--max_steps", "40",
@@ -197,6 +201,7 @@ def test_a_stalled_agent_is_named_after_the_timeout_and_stopped(tmp_path):
         os.kill(llama, 0)
 
 
+@pytest.mark.slow
 def test_ring_of_three_through_the_command(tmp_path):
     cfg = tmp_path / "ring.yaml"
     text = PAIR_YAML.read_text().replace("label_source: partner", "label_source: ring")
@@ -218,6 +223,7 @@ def test_ring_of_three_through_the_command(tmp_path):
         assert (run / f).stat().st_size > 5000, f
 
 
+@pytest.mark.slow
 def test_pair_resume_after_sigkill_of_the_launcher_logs_every_step_once(tmp_path):
     run = tmp_path / "pair"
     p = _coevo("--config", str(PAIR_YAML), "--output_dir", str(run), "--max_steps", "6",
@@ -249,6 +255,7 @@ def test_pair_resume_after_sigkill_of_the_launcher_logs_every_step_once(tmp_path
         assert (run / name / "checkpoint-6").is_dir()
 
 
+@pytest.mark.slow
 def test_bad_pair_configs_are_named(tmp_path):
     from coevo_code.training.pair import PairError, load_pair, validate
     base = PAIR_YAML.read_text()
@@ -270,6 +277,7 @@ def test_bad_pair_configs_are_named(tmp_path):
     assert p.returncode == 2 and "must be unique" in p.stderr and p.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_early_stopping_in_a_pair_stops_both_agents_after_the_same_step(tmp_path):
     run = tmp_path / "pair"
     p = _coevo("--config", str(PAIR_YAML), "--output_dir", str(run), "--max_steps", "10",
@@ -286,6 +294,7 @@ def test_early_stopping_in_a_pair_stops_both_agents_after_the_same_step(tmp_path
         assert json.loads((run / name / "best" / "best.json").read_text())["step"] == 1
 
 
+@pytest.mark.slow
 def test_curriculum_in_a_pair_keeps_both_agents_on_the_same_problems(tmp_path):
     # the random models' votes find no cluster (estimate 0, below the window): once seen, a
     # problem is passed over; both agents follow the first agent's estimates, so they skip alike

@@ -23,14 +23,16 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ray.cluster_utils import Cluster  # noqa: E402
+from ray.cluster_utils import Cluster
 
-import coevo_code.version  # noqa: E402
-from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.execution.backends import ExecutorProtocol, make_executor  # noqa: E402
-from coevo_code.execution.ray import (  # noqa: E402
+import coevo_code.version
+from coevo_code.execution import Executor
+from coevo_code.execution.backends import ExecutorProtocol, make_executor
+from coevo_code.execution.ray import (
     INSTALL_HINT, RESOURCE, RayBackendError, RayExecutor, RayMissingError, doctor_report,
     init_ray)
+
+pytestmark = pytest.mark.slow  # a simulated Ray cluster of several nodes, started per module
 
 HERE = Path(__file__).resolve().parent
 NODE = {"num_cpus": 2, "resources": {RESOURCE: 1}, "node_ip_address": "127.0.0.1"}

@@ -39,6 +39,7 @@ def test_all_164_humaneval_canonical_solutions_pass(real_executor):
     assert bad["outcomes"] == [["wrong_answer"]]
 
 
+@pytest.mark.slow
 def test_all_974_mbpp_reference_solutions_pass(real_executor):
     need_data(MBPP)
     with open(MBPP) as f:

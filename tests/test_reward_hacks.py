@@ -100,6 +100,7 @@ PLUS_HACKS = {
 
 
 @pytest.mark.parametrize("bench", sorted(PLUS_HACKS))
+@pytest.mark.slow
 def test_hacked_samples_earn_nothing_on_the_plus_benchmarks(bench, tmp_path, monkeypatch):
     """Hacked samples of real HumanEval+ / MBPP+ tasks, scored by ``coevo eval --samples``: each
     earns on the legacy judge (scoring the same tasks), none on the judge; the canonical

@@ -23,7 +23,7 @@ from coevo_code.tasks import load_tasks
 from coevo_code.training.tester_reward import TesterReward
 
 sandbox_fusion = pytest.importorskip("sandbox_fusion")
-from sandbox_fusion import (RunCodeRequest, RunStatus, SummaryMapping,  # noqa: E402
+from sandbox_fusion import (RunCodeRequest, RunStatus, SummaryMapping,
                             run_code, summary_run_code_result)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -327,6 +327,7 @@ def test_limits_clamps_and_queue():
         assert 'coevo_serve_errors_total{kind="too_large"} 2.0' in text
 
 
+@pytest.mark.slow
 def test_tester_as_reward_model(local, tmp_path):
     """--tester tiny: tests are written once per problem (the model for one problem, the cache
     file for another), each completion is judged against them, and the rewards are those of
@@ -427,6 +428,7 @@ def test_verl_sandbox_fusion_reward_helper(server):
     assert score == 0.0 and meta[0]["status"] == "timeout"
 
 
+@pytest.mark.slow
 def test_ray_backend_gives_the_same_matrices(local):
     """--backend ray (a local Ray instance on 127.0.0.1): one RayExecutor behind the dispatcher,
     the same matrices as the local executor."""

@@ -33,6 +33,7 @@ def _metric(url: str, name: str) -> float:
     return 0.0
 
 
+@pytest.mark.slow
 def test_load_every_request_answered_once_and_right(server):
     rss = psutil.Process(server.pid).memory_info().rss
     warm = run_load(server.url, requests=60, concurrency=16, seed=1, deadline_s=120)

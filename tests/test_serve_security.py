@@ -179,6 +179,7 @@ def test_open_connections_are_bounded(server):
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_shutdown_refuses_new_requests_at_the_signal_and_keeps_to_the_grace():
     """SIGTERM with --grace 2 while a 6 s request runs: a request arriving on an open connection
     after the signal gets 503; the running one is answered 503 (not a 500 with a traceback) when

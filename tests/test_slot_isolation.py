@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import REPO, launchers, owned_processes  # noqa: E402
+from conftest import REPO, launchers, owned_processes
 
-from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.execution.slot_cgroups import SLOT_PIDS_MAX, host_plan  # noqa: E402
+from coevo_code.execution import Executor
+from coevo_code.execution.slot_cgroups import SLOT_PIDS_MAX, host_plan
+
+pytestmark = pytest.mark.slow  # a thread flood in one slot while the others run, per launcher
 
 # 400 threads that spend their time outside the GIL (hashing 16 MiB at a time), for the cell's
 # whole CPU limit (4 s: over 2 s of wall time even on 2 idle cores): without a CPU share per

@@ -70,6 +70,7 @@ def test_mbpp_splits_setup_and_references(ex):
 
 @pytest.mark.parametrize("name, file", [("humanevalplus", "humanevalplus/HumanEvalPlus.jsonl.gz"),
                                         ("mbppplus", "mbppplus/MbppPlus.jsonl.gz")])
+@pytest.mark.slow
 def test_evalplus_sample_expected_outputs_are_computed_cached_and_checked(name, file, ex, tmp_path,
                                                                           monkeypatch):
     path = SHARED_DATA / file
@@ -279,6 +280,7 @@ def test_malformed_record_names_the_record(tmp_path, name, row, field):
     assert "record" in str(e.value)
 
 
+@pytest.mark.slow
 def test_bad_file_and_offline_hub_id(tmp_path):
     bad = tmp_path / "broken.jsonl"
     bad.write_text('{"task_id": 1}\n{oops\n')
@@ -294,6 +296,7 @@ def test_bad_file_and_offline_hub_id(tmp_path):
         load_tasks("mbpp", bad, start_date="2024-01-01")
 
 
+@pytest.mark.slow
 def test_load_report_and_reward_tests_leave_the_shown_examples_out():
     """Training rewards judge a problem on its hidden gold tests (the shown ones too with
     ``reward_shown_tests``), and leave out stdio tests expecting an empty output where others

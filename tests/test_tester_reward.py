@@ -94,6 +94,7 @@ def test_gold_tests_in_the_testers_place():
         reward.close()
 
 
+@pytest.mark.slow
 def test_example_trains_with_the_tiny_tester(tmp_path):
     pytest.importorskip("trl")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -107,6 +108,7 @@ def test_example_trains_with_the_tiny_tester(tmp_path):
     assert (tmp_path / "run" / "tester_tests.jsonl").read_text().count("\n") == 8
 
 
+@pytest.mark.slow
 def test_example_on_gold_takes_as_many_tests_as_a_tester(tmp_path):
     """``--tester_model gold`` (the upper bound of the tester-reward comparison) judges each
     solution on the first ``tester_k`` gold tests, as many as the tester it is compared with

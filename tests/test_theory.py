@@ -84,6 +84,7 @@ def test_metrics_recover_the_simulation_parameters():
 
 
 # ---- self-reward against cross-reward (the binary model; coevo_code.theory) ----------------------
+@pytest.mark.slow
 def test_seed_example_self_reward_stalls_at_half_cross_reward_reaches_one():
     from coevo_code.theory import seed_example, simulate
     p0 = seed_example(40)
@@ -109,6 +110,7 @@ def test_cross_reward_goes_to_one_iff_pa_plus_pb_exceeds_one(pa, pb, to_one):
     assert np.all(side.mean(axis=1) >= 0.8), final.mean(axis=1)
 
 
+@pytest.mark.slow
 def test_self_reward_amplifies_the_lean_and_a_ring_of_three_corrects_it():
     from coevo_code.theory import simulate
     lean = simulate(np.array([[0.6] * 12, [0.4] * 12]), "self", steps=250, seed=3).final_p

@@ -21,6 +21,7 @@ def coevo(*args, timeout=600):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_train_resume_and_report_through_the_command(tmp_path):
     run = tmp_path / "run"
     p = coevo("train", "--output_dir", str(run), "--max_steps", "2", "--save_steps", "1",
@@ -61,6 +62,7 @@ def test_train_resume_and_report_through_the_command(tmp_path):
     (["--config", "/nonexistent.yaml"], "/nonexistent.yaml"),
     (["--tasks", "nosuchset"], "nosuchset"),
 ])
+@pytest.mark.slow
 def test_bad_input_one_line_error(tmp_path, args, needle):
     p = coevo("train", "--output_dir", str(tmp_path / "r"), *args)
     assert p.returncode == 2
@@ -86,6 +88,7 @@ RECIPES = [p for p in sorted((__import__("pathlib").Path(__file__).resolve().par
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_recipes_parse_and_batch_math(recipe, tmp_path):
     """Every field of a recipe exists and type-checks, and its batch fills one generation batch
     per optimiser step on the GPUs it says it needs (bf16 is switched off only because this

@@ -9,15 +9,15 @@ import pytest
 
 pytest.importorskip("trl")
 
-import torch  # noqa: E402
+import torch
 
-from coevo_code.roles import parse_program, parse_test  # noqa: E402
-from coevo_code.training import train  # noqa: E402
-from coevo_code.training.run import reward_options  # noqa: E402
-from coevo_code.training.scoring import LOWEST  # noqa: E402
-from coevo_code.training.step_metrics import METRIC_KEYS  # noqa: E402
-from coevo_code.training.trainer import STEP_KEYS  # noqa: E402
-from training_helpers import (GARBAGE, PLUMBING, bundled, expected_rewards,  # noqa: E402
+from coevo_code.roles import parse_program, parse_test
+from coevo_code.training import train
+from coevo_code.training.run import reward_options
+from coevo_code.training.scoring import LOWEST
+from coevo_code.training.step_metrics import METRIC_KEYS
+from coevo_code.training.trainer import STEP_KEYS
+from training_helpers import (GARBAGE, PLUMBING, bundled, expected_rewards,
                               scripted_rollout, scripted_sampler, tiny_config)
 
 torch.set_num_threads(1)
@@ -27,6 +27,7 @@ def _lines(path):
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_one_full_step_with_generation(tmp_path):
     """The tiny model generates, the sandbox judges, TRL updates: one step end to end."""
     cfg = tiny_config(tmp_path / "run", max_steps=1, save_strategy="steps", save_steps=1)
@@ -116,6 +117,7 @@ def test_reward_routing_and_dropped_rows(tmp_path):
         assert x["loss"] is not None and x["grad_norm"] > 0
 
 
+@pytest.mark.slow
 def test_extra_reward_functions_beside_coevo_keep_its_masking(tmp_path):
     """A second reward function (TRL's way: a dotted path, weighted by reward_weights) moves
     the advantages of the rows coevo scores, and cannot unmask the rows coevo leaves without
@@ -145,6 +147,7 @@ def test_extra_reward_functions_beside_coevo_keep_its_masking(tmp_path):
     assert moved > 0  # the second function reaches the advantages of the rows with signal
 
 
+@pytest.mark.slow
 def test_skip_zero_advantage_gives_the_same_update_on_fewer_rows(tmp_path):
     """--skip_zero_advantage runs the forward and backward pass on the rows with a signal only,
     and the weights after two steps are those of the full batch's update (which did move them)."""
@@ -203,6 +206,7 @@ def test_unknown_reward_function_is_named(tmp_path):
               PLUMBING, tasks=bundled(2))
 
 
+@pytest.mark.slow
 def test_reward_routing_under_gradient_accumulation(tmp_path):
     """4 micro-batches of 8 rows per optimiser step: the reward call still sees the whole
     generation batch, both roles of every problem."""
@@ -217,6 +221,7 @@ def test_reward_routing_under_gradient_accumulation(tmp_path):
     assert [x["step"] for x in _lines(tmp_path / "run" / "metrics.jsonl")] == [1, 2]
 
 
+@pytest.mark.slow
 def test_weights_move_with_signal(tmp_path):
     from transformers import AutoModelForCausalLM
     tasks = bundled(6)
@@ -255,6 +260,7 @@ def test_metric_keys_cover_the_issue():
         assert k in STEP_KEYS
 
 
+@pytest.mark.slow
 def test_eval_set_and_tensorboard(tmp_path, monkeypatch):
     """The labelled evaluation set is scored before the first step and every eval_steps (pooled
     exactly over the whole set, the model's completions scripted), and the step metrics reach

@@ -15,10 +15,12 @@ import pytest
 
 pytest.importorskip("trl")
 
-from coevo_code.execution import Executor  # noqa: E402
-from coevo_code.training import train  # noqa: E402
-from coevo_code.training.run import reward_options  # noqa: E402
-from training_helpers import PLUMBING, bundled, expected_rewards, scripted_rollout, tiny_config  # noqa: E402
+from coevo_code.execution import Executor
+from coevo_code.training import train
+from coevo_code.training.run import reward_options
+from training_helpers import PLUMBING, bundled, expected_rewards, scripted_rollout, tiny_config
+
+pytestmark = pytest.mark.slow  # two torchrun processes each
 
 HERE = Path(__file__).resolve().parent
 

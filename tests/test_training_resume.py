@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from coevo_code.training.rundir import checkpoint_step, last_complete_checkpoint, truncate_jsonl  # noqa: E402
+from coevo_code.training.rundir import checkpoint_step, last_complete_checkpoint, truncate_jsonl
 
 HERE = Path(__file__).resolve().parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
@@ -39,6 +39,7 @@ def _weights(path: Path):
     return list(AutoModelForCausalLM.from_pretrained(path).parameters())
 
 
+@pytest.mark.slow
 def test_kill_and_resume(tmp_path):
     full = _run(tmp_path / "full")
     _, err = full.communicate(timeout=600)

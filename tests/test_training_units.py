@@ -29,6 +29,7 @@ def _sampler(**kw):
     return PairedSampler(**args)
 
 
+@pytest.mark.slow
 def test_sampler_layout_k_code_then_k_test_per_problem():
     idx = list(_sampler())
     assert len(idx) == len(_sampler()) == 7 * 2 * 6
@@ -219,6 +220,7 @@ def test_native_loader_errors_name_the_record(tmp_path, text, needle):
 # ---- the tiny model's files ----------------------------------------------------------------------
 @pytest.mark.parametrize("arch,folder,cls", [("qwen2", "tiny-random", "qwen2"),
                                                ("llama", "tiny-llama-random", "llama")])
+@pytest.mark.slow
 def test_shipped_random_tiny_model_files_are_what_the_script_makes(tmp_path, arch, folder, cls):
     pytest.importorskip("tokenizers")
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), "--arch",
@@ -235,6 +237,7 @@ def test_shipped_random_tiny_model_files_are_what_the_script_makes(tmp_path, arc
     assert cfg["model_type"] == cls
 
 
+@pytest.mark.slow
 def test_the_two_tiny_families_differ_in_architecture_and_tokenizer():
     from coevo_code.generation.tiny import tiny_tokenizer
     qwen, llama = tiny_tokenizer("tiny"), tiny_tokenizer("tiny-llama")

@@ -29,6 +29,7 @@ def splits():
     return {s: generate(s) for s in SPLITS}
 
 
+@pytest.mark.slow
 def test_families_and_sizes(splits):
     kinds = Counter(FAMILIES[f].kind for f in BASE)
     assert len(BASE) >= 8 and kinds["stdio"] >= 3 and kinds["functional"] >= 3
@@ -42,6 +43,7 @@ def test_families_and_sizes(splits):
         assert min(fams.values()) >= 0.5 * max(fams.values()), (split, fams)  # families in turn
 
 
+@pytest.mark.slow
 def test_splits_are_disjoint(splits):
     ids = [t.id for ts in splits.values() for t in ts]
     assert len(ids) == len(set(ids))
@@ -71,6 +73,7 @@ def test_deterministic_from_seed():
     assert [t.tests for t in a] != [t.tests for t in c]
 
 
+@pytest.mark.slow
 def test_gold_tests_need_a_computation(splits):
     """Distinct inputs; no output more than three times in eight; functional tests are plain
     ``assert f(literal) == literal``."""
@@ -102,6 +105,7 @@ def _constant(t) -> str:
     return f"def {t.entry_point}(*a):\n    return {rights.most_common(1)[0][0]}\n"
 
 
+@pytest.mark.slow
 def test_references_pass_constants_fail_mutants_are_caught(sandbox, splits):
     """In the sandbox, on a seeded sample of every split: every reference passes all its gold
     tests; the best constant program solves at most 5% of the problems (here none) and passes
@@ -119,6 +123,7 @@ def test_references_pass_constants_fail_mutants_are_caught(sandbox, splits):
         assert all(not all(row) for row in r["passed"]), (t.id, t.metadata["mutants"])
 
 
+@pytest.mark.slow
 def test_loader(splits):
     ts = load_tasks("world", split="heldout_combo")
     assert len(ts) == len(splits["heldout_combo"]) and "generated" in ts.summary()
@@ -129,6 +134,7 @@ def test_loader(splits):
         load_tasks("world", "some.jsonl")
 
 
+@pytest.mark.slow
 def test_the_world_through_the_commands(tmp_path):
     """``coevo tasks check world`` runs every reference of a split; ``coevo eval --benchmark
     world`` scores a model on it."""

@@ -74,7 +74,7 @@ class ExecutorBase:
     def __del__(self):  # pragma: no cover - best effort
         try:
             self.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - at interpreter exit anything may be half torn down
             pass
 
 

@@ -213,7 +213,7 @@ class Executor(ExecutorBase):
         def go(s):
             try:
                 s.start()
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - every slot's start error is gathered; the first is raised once all tried
                 errors.append(e)
 
         threads = [threading.Thread(target=go, args=(s,)) for s in self.slots]

@@ -274,7 +274,7 @@ def _client():
     try:
         client = docker.from_env(timeout=300)
         client.ping()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise BuildError(f"no Docker engine answers ({type(e).__name__}: {e})") from e
     return client
 
@@ -284,7 +284,7 @@ def image_info(tag: str = DEFAULT_TAG, client=None) -> dict | None:
     client = client or _client()
     try:
         img = client.images.get(tag)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the SDK raises several kinds for an absent image
         return None
     return {"id": img.id, "size": img.attrs.get("Size", 0),
             "labels": (img.attrs.get("Config") or {}).get("Labels") or {}}

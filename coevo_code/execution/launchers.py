@@ -421,7 +421,7 @@ class DockerLauncher(Launcher):
             return False, f"no Docker engine answers ({type(e).__name__}: {msg})"
         try:
             img = client.images.get(self.image)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the SDK raises several kinds for an absent image
             return False, (f"image {self.image} not found: build it offline with "
                            f"'coevo build-image --tag {self.image}'")
         labels = (img.attrs.get("Config") or {}).get("Labels") or {}
@@ -445,7 +445,7 @@ class DockerLauncher(Launcher):
         try:
             c = client.containers.create(self.image, [python, "-I", "-c", "print('ok')"],
                                          network_mode="none", read_only=True)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - any failure to create the container is the probe's answer
             return False, self._cannot(e)
         try:
             c.start()
@@ -454,12 +454,12 @@ class DockerLauncher(Launcher):
                 said = c.logs().decode(errors="replace").strip().splitlines()
                 return False, self._cannot(f"exit {code}: {said[-1] if said else ''}")
             return True, ""
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - any failure to run it is the probe's answer
             return False, self._cannot(e)
         finally:
             try:
                 c.remove(force=True)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - removed already, or the engine is gone
                 pass
 
     def _cannot(self, e) -> str:
@@ -509,7 +509,7 @@ class DockerLauncher(Launcher):
         except Exception:
             try:
                 api.remove_container(cid, force=True)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - the container may never have been made; the first error is raised
                 pass
             raise
         return DockerChannel(api, cid, sock, pid)
@@ -598,7 +598,7 @@ class DockerChannel(Channel):
         for s in (self.sock, self._wrapper):
             try:
                 s.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closed already
                 pass
         # wait until it is gone, so that its processes are too when close() returns
         try:

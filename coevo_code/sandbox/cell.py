@@ -118,7 +118,7 @@ def _main_namespace(default_recursion, adjust, seed=None):
         try:
             # An int seed is ~10x cheaper in a forked cell than seed(None) or an array seed.
             np.random.seed(seed & 0xFFFFFFFF)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a numpy that refuses the seed stays unseeded
             pass
     g = main_module.__dict__
     g["__builtins__"] = builtins
@@ -142,7 +142,7 @@ def _exit_code(e):
         return c & 0xFF
     try:
         sys.stderr.write(str(c) + "\n")
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - the exit value's str() is the program's code: it may raise anything
         pass
     return 1
 
@@ -157,14 +157,14 @@ def _finish(status):
         atexit._run_exitfuncs()
     except SystemExit as e:
         status = _exit_code(e)
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - the program's exit handlers may raise anything; the status stands
         pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except MemoryError:
             status = EXIT_MEMORY
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - a stream the program replaced may raise anything on flush
             pass
     os._exit(status)
 
@@ -303,7 +303,7 @@ def serve_program(default_recursion, adjust, seed=None):
         os._exit(1)  # a program that exits while loading answers nothing
     except MemoryError:
         dead = ("dead", "MEM")
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001 - the program failed while loading: its exception, by name
         dead = ("dead", "EXC " + type(e).__name__)
     else:
         dead = None
@@ -327,7 +327,7 @@ def serve_program(default_recursion, adjust, seed=None):
             except BaseException as e:  # noqa: BLE001 - the program's exception, by name
                 try:
                     text = str(e)[:1000]
-                except BaseException:  # noqa: BLE001
+                except BaseException:  # noqa: BLE001 - the exception's str() is the program's code too
                     text = ""
                 reply = ("raise", type(e).__name__, text)
         try:
@@ -335,7 +335,7 @@ def serve_program(default_recursion, adjust, seed=None):
         except (ValueError, OverflowError):  # marshal refused: too large or too deep
             try:
                 send(5, ("raise", "MemoryError", "the answer could not be sent"))
-            except BaseException:  # noqa: BLE001
+            except BaseException:  # noqa: BLE001 - nothing can be sent: the memory exit says it
                 os._exit(EXIT_MEMORY)
         except MemoryError:  # the answer did not fit the program's memory: its memory limit
             os._exit(EXIT_MEMORY)
@@ -558,7 +558,7 @@ def _stdlib_binding(name, desc, link):
     if desc[0] == "C" and type(desc[1]) is tuple and len(desc[1]) == 3 and desc[1][0] == "H":
         try:
             same = desc[1][2] == repr(real)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the program's object's repr may raise anything: then not the same
             same = False
         if not same and type(desc[1][1]) is int:
             mine = getattr(real, "__module__", None), getattr(real, "__qualname__", None)

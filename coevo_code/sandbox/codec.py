@@ -420,7 +420,7 @@ def canonical(value, budget, handle_text=None):
         else:  # Decimal, Fraction, range, bytearray, numpy scalars, built-ins: their repr
             try:
                 text = repr(v)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - an object's repr is the program's code: it may raise anything
                 text = None
             emit(text if type(text) is str else "<%s>" % t.__name__, parts)
 

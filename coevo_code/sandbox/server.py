@@ -362,7 +362,7 @@ class Judge:
         self.start_error = None
         try:
             self._start(cfg)
-        except Exception as e:  # reported to the host in the hello, never a bare exit
+        except Exception as e:  # noqa: BLE001 - reported to the host in the hello, never a bare exit
             self.start_error = "%s: %s" % (type(e).__name__, e)
 
     def _start(self, cfg):
@@ -461,7 +461,7 @@ class Judge:
                     os._exit(0)
                 try:
                     zygote = Zygote(self.cfg, theirs, preload, self.dirs, uids, depth)
-                except Exception as e:  # said to the judge, which says it to the host
+                except Exception as e:  # noqa: BLE001 - said to the judge, which says it to the host
                     send_msg(theirs, {"error": "%s: %s" % (type(e).__name__, e)})
                 else:
                     zygote.serve()
@@ -504,7 +504,7 @@ class Judge:
             if op == "run":
                 try:
                     res = self.run_unit(req)
-                except Exception as e:  # reported: the host replaces this server
+                except Exception as e:  # noqa: BLE001 - reported: the host replaces this server
                     res = {"error": "%s: %s" % (type(e).__name__, e)}
             elif op == "ping":
                 res = {"op": "pong"}

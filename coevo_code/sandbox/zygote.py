@@ -167,7 +167,7 @@ class Zygote:
                         except OSError:
                             pass
                     os._exit(0)
-                except BaseException:
+                except BaseException:  # noqa: BLE001 - a probe child: any failure is exit status 2, read by the parent
                     os._exit(2)
             _, status = os.waitpid(pid, 0)
             code = os.waitstatus_to_exitcode(status)
@@ -197,7 +197,7 @@ class Zygote:
                     with open(probe, "rb") as f:
                         f.read(1)
                     os._exit(0)
-                except BaseException:
+                except BaseException:  # noqa: BLE001 - a probe child: any failure is exit status 1, read by the parent
                     os._exit(1)
             _, status = os.waitpid(pid, 0)
             if os.waitstatus_to_exitcode(status) != 0:
@@ -210,13 +210,13 @@ class Zygote:
             try:
                 __import__(name)
                 done.append(name)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a preload that fails to import is left out of the hello's list
                 pass
         np = sys.modules.get("numpy")
         if np is not None:  # the first seed() imports more modules: pay that once, here
             try:
                 np.random.seed(0)
-            except Exception:
+            except Exception:  # noqa: BLE001 - numpy's warm-up seed is an optimisation only
                 pass
         import atexit
         atexit._clear()  # handlers of preloaded modules are not the program's: a cell runs its own
@@ -253,7 +253,7 @@ class Zygote:
         # this frame), so that the probe's frames below it are the cells' frames.
         try:
             self._calibrate_recursion(self.depth)
-        except Exception:  # programs then get the zygote's own recursion room
+        except Exception:  # noqa: BLE001 - programs then get the zygote's own recursion room
             self.recursion_adjust = 0
         send_msg(self.sock, self.hello())
         while True:
@@ -263,7 +263,7 @@ class Zygote:
                 return
             try:
                 res = self.spawn(msg, fds)
-            except Exception as e:  # a bug here must not kill the zygote silently
+            except Exception as e:  # noqa: BLE001 - a bug here must not kill the zygote silently
                 res = {"error": "%s: %s" % (type(e).__name__, e)}
             finally:
                 _close(fds)
@@ -368,7 +368,7 @@ class Zygote:
             os.closerange(max(fdmap) + 1, 1 << 16)
             if self.seccomp is not None:
                 seccomp.install(self.seccomp)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - a forked child: any setup failure is CHILD_SETUP_FAILED, read by the zygote
             os._exit(CHILD_SETUP_FAILED)
 
     def _watch(self, pids, t0, time_limit, wall_limit):

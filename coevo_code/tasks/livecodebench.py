@@ -303,11 +303,11 @@ def lcb_task(name: str, k: int, r: dict, prompt: str, meta, starter: str | None,
         func = meta.get("func_name")
         if not func:
             raise LoaderError(f"{where}: functional tests but no func_name in metadata")
-        conv = lambda ts: [lcb_functional_test(func, t["input"], t["output"],  # noqa: E731
+        conv = lambda ts: [lcb_functional_test(func, t["input"], t["output"],  # noqa: E731 - a one-line converter, used twice just below
                                                first_of_list) for t in ts]
         return GradedTask(kind="functional", tests=conv(public + private), examples=conv(public),
                           entry_point=func, **common)
-    conv = lambda ts: [TestCase(input=t["input"], output=t["output"]) for t in ts]  # noqa: E731
+    conv = lambda ts: [TestCase(input=t["input"], output=t["output"]) for t in ts]  # noqa: E731 - likewise
     return GradedTask(kind="stdio", tests=conv(public + private), examples=conv(public),
                       checker=stdio_checker, wrap_stdin=True, **common)
 

@@ -252,7 +252,7 @@ def load_cure(source=None, split: str | None = None) -> TaskSet:
 
 
 # ---- LiveCodeBench's test decoder, public here too (coevo_code/tasks/livecodebench.py) ----------
-from .livecodebench import decode_lcb_tests  # noqa: E402,F401
+from .livecodebench import decode_lcb_tests  # noqa: E402,F401 - re-exported by coevo_code.tasks, after the loaders
 
 
 # ---- the registry's record (the registry itself: coevo_code/tasks/__init__.py) -----------------

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from ..argv import OptionMetadata, option
-from ..execution.backends import BACKENDS
 from ..execution.options import ExecutionOptions
 from ..execution.registry import check_backend
 from ..labels import JUDGES as LABEL_JUDGES

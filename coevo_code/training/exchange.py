@@ -59,7 +59,7 @@ class Exchange:
             return fn(*args)
         except PartnerError:
             raise
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - any failure to reach the launcher's store is the partner's loss
             raise PartnerError(f"the pair launcher's exchange at {self.address} is gone "
                                f"({type(e).__name__}); was the launcher killed?") from None
 
