@@ -202,10 +202,35 @@ def normalize_argv(spellings: _Spellings, argv: list[str],
     return out
 
 
+
+def _hf_argument_parser():
+    """transformers' ``HfArgumentParser`` class, from its module loaded on its own when
+    transformers is not imported yet: that module needs only the standard library and yaml,
+    while ``import transformers`` costs a command that never touches a model over a second (the
+    same class either way; ``coevo train`` imports transformers anyway)."""
+    import sys
+    if "transformers" in sys.modules:
+        from transformers import HfArgumentParser
+        return HfArgumentParser
+    mod = sys.modules.get("coevo_code._hf_argparser")
+    if mod is None:
+        import importlib.util
+        try:
+            spec = importlib.util.find_spec("transformers")
+            path = f"{spec.submodule_search_locations[0]}/hf_argparser.py"
+            found = importlib.util.spec_from_file_location("coevo_code._hf_argparser", path)
+            mod = importlib.util.module_from_spec(found)
+            found.loader.exec_module(mod)
+        except Exception:  # noqa: BLE001 - any other layout: the package's own import path
+            from transformers import HfArgumentParser
+            return HfArgumentParser
+        sys.modules["coevo_code._hf_argparser"] = mod
+    return mod.HfArgumentParser
+
 def options_parser(types, prog: str, description: str | None = None, usage: str | None = None):
     """transformers' ``HfArgumentParser`` over ``types`` (every field a ``--field``, its help
     from the field's metadata), whose errors are one-line ``ValueError``s."""
-    from transformers import HfArgumentParser
+    HfArgumentParser = _hf_argument_parser()
 
     class _Parser(HfArgumentParser):
         def error(self, message):
