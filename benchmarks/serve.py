@@ -4,7 +4,7 @@
     python benchmarks/serve.py load [--requests 10000] [--concurrency 64] [--slots 2]
                                     [--kill-every S]
 
-``bench``: a server (``coevo serve --slots N``, a child process on 127.0.0.1) and an in-process
+``bench``: a server (``coevo serve --exec_slots N``, a child process on 127.0.0.1) and an in-process
 ``Executor(slots=N)`` (the baseline) run the same cells, one after the other, repeat after repeat:
 
 - throughput: 2,048 quick stdio cells (program ``k`` doubles its input, 64 jobs of 4 programs x
@@ -87,7 +87,7 @@ def bench(args) -> dict:
     shapes = {"small": (2, 3), "large": (16, 16)}
     figs: dict = {"slots": args.slots, "throughput": {"in_process": [], "http": []},
                   "latency": {}}
-    with Executor(slots=args.slots) as ex, ServeProcess(["--slots", str(args.slots)]) as srv:
+    with Executor(slots=args.slots) as ex, ServeProcess(["--exec_slots", str(args.slots)]) as srv:
         ex.run(tp_jobs[:4])
         asyncio.run(_http(srv.url, [[j] for j in tp_jobs[:8]], 4))
         for rep in range(args.repeats):
@@ -154,7 +154,7 @@ def bench(args) -> dict:
 
 def load(args) -> dict:
     import psutil
-    with ServeProcess(["--slots", str(args.slots)]) as srv:
+    with ServeProcess(["--exec_slots", str(args.slots)]) as srv:
         proc = psutil.Process(srv.pid)
         rss_start = proc.memory_info().rss
         warm = run_load(srv.url, requests=args.warmup, concurrency=args.concurrency, seed=1,

@@ -33,8 +33,8 @@ def test_none_options_mean_the_backend_default():
 
 
 @pytest.mark.parametrize("backend, address, words", [
-    ("nope", None, "unknown executor backend 'nope' (--backend); choose from local, ray"),
-    ("local", "10.0.0.1:6379", "--address '10.0.0.1:6379' is for the ray backend"),
+    ("nope", None, "unknown executor backend 'nope' (--exec_backend); choose from local, ray"),
+    ("local", "10.0.0.1:6379", "--exec_address '10.0.0.1:6379' is for the ray backend"),
 ])
 def test_bad_choices_are_one_clear_line(backend, address, words):
     with pytest.raises(BackendError) as e:

@@ -93,8 +93,8 @@ def test_gold_test_kinds_and_one_line_errors(tmp_path):
     with pytest.raises(LoaderError) as e:
         load_tasks("codecontests", SAMPLE, gold="private", strict=True)
     assert str(e.value) == ("codecontests record 0 (brcktsrm): no gold tests (private is "
-                            "empty); choose other --gold-tests or drop the row")
-    with pytest.raises(LoaderError, match="--gold-tests: unknown kind 'hidden'; choose from "
+                            "empty); choose other --gold_tests or drop the row")
+    with pytest.raises(LoaderError, match="--gold_tests: unknown kind 'hidden'; choose from "
                                           "public, private, generated"):
         load_tasks("codecontests", SAMPLE, gold="private,hidden")
     bad = tmp_path / "bad.jsonl"

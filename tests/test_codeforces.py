@@ -98,7 +98,7 @@ def test_one_line_errors(cf_file, tmp_path):
     assert str(e.value) == ("codeforces record 2 (3/E): interactive problem (it talks with an "
                             "interactor that the dataset does not publish): refused, no verdict "
                             "can be computed")
-    with pytest.raises(LoaderError, match="unknown --config 'verified'; choose from default, "
+    with pytest.raises(LoaderError, match="unknown --dataset_config 'verified'; choose from default, "
                                           "verifiable"):
         load_tasks("codeforces", cf_file, config="verified")
     bad = tmp_path / "bad.jsonl"

@@ -6,7 +6,7 @@ Input, one JSON object a line:
   "entry_point"?, "setup"?, "checker"?, "time_limit_s"?}``;
 - with ``--benchmark NAME``: ``{"task_id", "solutions": [completions or programs]}`` (parsed
   with the coder's parser), and ``"tests"`` as above or, with ``--tester MODEL``, written by a
-  tester model (``--k-test`` per problem).
+  tester model (``--k_test`` per problem).
 
 Output, one line per input line, same order: ``{"id", "ranker", "choice", "solution",
 "passed": [tests passed per solution]}``, or ``{"id", "error"}`` for a line that cannot be ranked

@@ -196,7 +196,7 @@ class Executor(ExecutorBase):
             raise IsolationError(
                 "no isolation layer is available on this host (no bubblewrap, no seccomp, no "
                 "Landlock, no container); run 'coevo doctor' for how to enable one, or pass "
-                "allow_unsafe=True (--allow-unsafe) to run programs unprotected")
+                "allow_unsafe=True (--exec_allow_unsafe) to run programs unprotected")
         on = {k for k, (v, _) in self.isolation["layers"].items() if v}
         missing = [k for k in ("seccomp", "landlock") if k not in on]
         if not on & {"bubblewrap", "container"}:

@@ -608,7 +608,7 @@ class DockerChannel(Channel):
 
 
 LAUNCHERS = {"direct": DirectLauncher, "bwrap": BwrapLauncher, "docker": DockerLauncher}
-# what a launcher option takes (the command's --launcher, training's exec_launcher): "auto"
+# what a launcher option takes (the command's --exec_launcher, training's exec_launcher): "auto"
 # chooses as choose_launcher does
 LAUNCHER_CHOICES = ("auto", *sorted(LAUNCHERS))
 

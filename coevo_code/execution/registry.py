@@ -33,17 +33,17 @@ class Backend:
     """One executor backend.
 
     Attributes:
-        name: what ``--backend`` / ``exec_backend`` call it.
+        name: what ``--exec_backend`` / ``exec_backend`` call it.
         factory: its executor class (or a function), called with the options (and ``address``
             when ``takes_address``).
         options: the option names it takes (``slots``, ``launcher``, ...); others are refused.
-        help: one line for ``--backend``'s help.
-        takes_address: whether it runs somewhere named by ``--address`` (a cluster).
+        help: one line for ``--exec_backend``'s help.
+        takes_address: whether it runs somewhere named by ``--exec_address`` (a cluster).
         share: ``share(options, processes) -> options``: the options of one of several
             processes that open this backend at once (its part of the slots), or None when each
             process takes what it is given.
         doctor: ``doctor(address, launcher=..., use_uid=...) -> str``: what ``coevo doctor
-            --backend NAME`` prints, or None for the local report (this machine's layers).
+            --exec_backend NAME`` prints, or None for the local report (this machine's layers).
     """
     name: str
     factory: Callable[..., Any]
@@ -87,7 +87,7 @@ def backend_names() -> tuple[str, ...]:
     return tuple(_PATHS)
 
 
-def unknown_backend(name: str, flag: str = "--backend") -> str:
+def unknown_backend(name: str, flag: str = "--exec_backend") -> str:
     return f"unknown executor backend {name!r} ({flag}); choose from {', '.join(_PATHS)}"
 
 
@@ -107,8 +107,8 @@ def get_backend(name: str) -> Backend:
     return rec
 
 
-def check_backend(name: str, address: str | None = None, *, backend_flag: str = "--backend",
-                  address_flag: str = "--address") -> str | None:
+def check_backend(name: str, address: str | None = None, *, backend_flag: str = "--exec_backend",
+                  address_flag: str = "--exec_address") -> str | None:
     """What is wrong with running on backend ``name`` at ``address``, in one line naming the
     flags given; None when nothing is."""
     if name not in _PATHS:

@@ -219,7 +219,7 @@ def make_engine(kind: str, model: str | None, sampling: Sampling, **options) -> 
         return VLLMEngine(model, sampling)
     if kind == "openai":
         if not options.get("base_url"):
-            raise EngineError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+            raise EngineError("--engine openai needs --base_url (e.g. http://127.0.0.1:8000/v1)")
         return OpenAIEngine(options["base_url"], model or "default", sampling,
                             api_key=options.get("api_key"),
                             concurrency=options.get("concurrency", 8),

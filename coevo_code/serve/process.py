@@ -17,7 +17,7 @@ def _sandbox(cmd: list[str]) -> bool:
 
 
 class ServeProcess:
-    """``with ServeProcess(["--slots", "2"]) as s: httpx.get(s.url + "/health")``."""
+    """``with ServeProcess(["--exec_slots", "2"]) as s: httpx.get(s.url + "/health")``."""
 
     def __init__(self, args=(), env: dict | None = None, start_timeout: float = 120.0):
         self.args = list(args)

@@ -46,7 +46,7 @@ def parse_gold(gold) -> tuple[str, ...]:
     kinds = [k.strip() for k in gold.split(",")] if isinstance(gold, str) else list(gold)
     bad = [k for k in kinds if k not in GOLD_KINDS]
     if bad or not kinds:
-        raise LoaderError(f"--gold-tests: unknown kind {', '.join(map(repr, bad)) or 'none'}; "
+        raise LoaderError(f"--gold_tests: unknown kind {', '.join(map(repr, bad)) or 'none'}; "
                           f"choose from {', '.join(GOLD_KINDS)} (comma-separated)")
     return tuple(dict.fromkeys(kinds))
 
@@ -105,7 +105,7 @@ def load_codecontests(source=None, split: str | None = None, gold=DEFAULT_GOLD,
         n_gold = sum(counts[kind] for kind in gold)
         if n_gold == 0:
             why = (f"{where}: no gold tests ({'+'.join(gold)} "
-                   f"{'is' if len(gold) == 1 else 'are'} empty); choose other --gold-tests "
+                   f"{'is' if len(gold) == 1 else 'are'} empty); choose other --gold_tests "
                    f"or drop the row")
             if strict:
                 raise LoaderError(why)

@@ -50,7 +50,7 @@ def load_codeforces(source=None, split: str | None = None, config: str = "defaul
     """open-r1/codeforces, row by row (see the module docstring)."""
     name = "codeforces"
     if config not in CONFIGS:
-        raise LoaderError(f"codeforces: unknown --config {config!r}; choose from "
+        raise LoaderError(f"codeforces: unknown --dataset_config {config!r}; choose from "
                           f"{', '.join(CONFIGS)}")
     hub = source is None or not Path(source).exists()
     rows, origin, lazy = iter_rows(source or HUB_IDS[name], name, split, columns=LAZY_COLUMNS,

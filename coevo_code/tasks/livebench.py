@@ -73,7 +73,7 @@ def load_livebench(source=None, split: str | None = None, livebench_date=None) -
     (default today): removed and not-yet-released questions are left out and counted."""
     from .loaders import _need, _records
     name = "livebench"
-    as_of = parse_date(livebench_date, "--livebench-date") or datetime.combine(date.today(),
+    as_of = parse_date(livebench_date, "--livebench_date") or datetime.combine(date.today(),
                                                                                datetime.min.time())
     items, origin = _records(name, source, split)
     tasks, removed, unreleased = [], [], 0

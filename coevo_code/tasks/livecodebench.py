@@ -438,9 +438,9 @@ def load_livecodebench(source=None, split: str | None = None, release: str | Non
     name = "livecodebench"
     if split not in (None, "test"):
         raise LoaderError(f"livecodebench: no split {split!r}; the repository has only 'test'")
-    lo, hi = parse_date(start_date, "--start-date"), parse_date(end_date, "--end-date")
+    lo, hi = parse_date(start_date, "--start_date"), parse_date(end_date, "--end_date")
     if lo and hi and lo > hi:
-        raise LoaderError(f"--start-date {start_date} is after --end-date {end_date}")
+        raise LoaderError(f"--start_date {start_date} is after --end_date {end_date}")
     wanted = None
     if platform:
         wanted = {p.strip().lower() for p in str(platform).split(",") if p.strip()}

@@ -51,7 +51,7 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
             public source); tasks_split; tasks_limit: a seeded sample of that many problems;
             tasks_release, tasks_start_date, tasks_end_date, tasks_platform: LiveCodeBench's
             release, contest-date window (both ends included) and platforms, as ``--release``,
-            ``--start-date``, ``--end-date`` and ``--platform`` of ``coevo eval``.
+            ``--start_date``, ``--end_date`` and ``--platform`` of ``coevo eval``.
         eval_tasks, eval_tasks_path, eval_tasks_split, eval_tasks_limit, eval_tasks_release,
             eval_tasks_start_date, eval_tasks_end_date, eval_tasks_platform: an optional labelled
             set scored every ``eval_steps`` (code accuracy, unit-test accuracy, best-of-N); a

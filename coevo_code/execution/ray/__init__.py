@@ -69,7 +69,7 @@ def share_nodes(options: dict, processes: Processes) -> dict:
 
 BACKEND = Backend(
     name="ray", factory=RayExecutor, takes_address=True, share=share_nodes, doctor=doctor_report,
-    help="the same slots in Ray actors on the nodes of a Ray cluster (--address)",
+    help="the same slots in Ray actors on the nodes of a Ray cluster (--exec_address)",
     options=frozenset({"slots", "launcher", "allow_unsafe", "use_uid", "preload", "heavy_preload",
                        "chunk_tests", "disable", "unit_cells", "units_in_flight", "max_retries",
                        "node_timeout_s", "start_timeout_s", "share", "ray_init"}))

@@ -1,4 +1,4 @@
-"""``coevo doctor --backend ray``: each sandbox node's isolation layers."""
+"""``coevo doctor --exec_backend ray``: each sandbox node's isolation layers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from .executor import RayExecutor
 
 def doctor_report(address: str | None = None, launcher: str = "auto", use_uid: bool = True,
                   **options) -> str:
-    """Each sandbox node's isolation layers, as ``coevo doctor --backend ray`` prints them."""
+    """Each sandbox node's isolation layers, as ``coevo doctor --exec_backend ray`` prints them."""
     ex = RayExecutor(address=address, slots=1, launcher=launcher, use_uid=use_uid,
                      allow_unsafe=True, **options)
     try:
