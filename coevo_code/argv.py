@@ -154,6 +154,7 @@ def normalize_argv(spellings: _Spellings, argv: list[str],
     ``--field v1 v2``: every value it is given, a repeated flag adding), bare words as the
     ``positional`` fields in order, old spellings rewritten with a :class:`RenamedFlagWarning`.
     ValueError names an unknown flag, a flag without its value or a word too many."""
+    argv = list(argv)
     out: list[str] = []
     lists: dict[str, list[str]] = {}
     free = list(positional)
@@ -171,12 +172,24 @@ def normalize_argv(spellings: _Spellings, argv: list[str],
             name = spellings.field(spelled)
         elif token in spellings.short:
             name, eq, value = spellings.short[token], "", ""
+        elif token[:2] in spellings.short:  # as argparse reads them: -qv, -oDIR, -o=DIR
+            name, rest = spellings.short[token[:2]], token[2:]
+            if spellings.kind[name] == "bool":
+                if not all(f"-{c}" in spellings.short
+                           and spellings.kind[spellings.short[f"-{c}"]] == "bool" for c in rest):
+                    raise ValueError(f"unknown flag {token} (see `{spellings.prog} --help`)")
+                argv[i:i] = [f"-{c}" for c in rest]  # the flags joined after the first
+                eq, value = "", ""
+            else:
+                eq, value = "=", rest[1:] if rest.startswith("=") else rest
         else:
             raise ValueError(f"unknown flag {token} (see `{spellings.prog} --help`)")
         if name in free:
             free.remove(name)
         kind = spellings.kind[name]
-        if eq:
+        if eq and kind == "list":
+            lists.setdefault(name, []).append(value)  # --problems=a --problems=b: both
+        elif eq:
             out.append(f"--{name}={value}")
         elif kind == "bool":
             if i < len(argv) and argv[i].lower() in BOOL_WORDS:

@@ -257,3 +257,19 @@ def test_coevo_train_reads_the_same_execution_options():
                                            "use_uid": False}
     assert reward_options(a.config).max_gold_tests == 5
     assert a.inputs["exec_no_uid"] is True and a.inputs["exec_slots"] == 3
+
+
+def test_argparse_forms_of_short_and_list_flags():
+    """What argparse read before the one parser: joined short flags (-qv), a short flag's value
+    joined (-oOUT, -o=OUT), a list flag repeated with = (every value kept)."""
+    values, warned = _parse("tasks check", ["humaneval", "-qv"])
+    assert (values["quiet"], values["verbose"]) == (True, True) and warned == []
+    for form in (["-oOUT"], ["-o=OUT"], ["-o", "OUT"]):
+        values, _ = _parse("execute", ["jobs.jsonl", *form])
+        assert values["output"] == "OUT", form
+    values, _ = _parse("serve", ["--problems=humaneval", "--problems=mbpp"])
+    assert values["problems"] == ["humaneval", "mbpp"]
+    values, _ = _parse("serve", ["--problems", "humaneval", "--problems=mbpp"])
+    assert values["problems"] == ["humaneval", "mbpp"]
+    with pytest.raises(Exception, match="unknown flag -qz"):
+        _parse("tasks check", ["humaneval", "-qz"])

@@ -227,6 +227,8 @@ def test_two_nodes_give_the_local_matrices_and_share_the_work(sim, fixtures, loc
 
 DOUBLE = "print(int(input()) * 2)"
 RANDOM = "import os\nprint(os.urandom(4).hex())"
+SEEDED = {"id": "seeded", "programs": ["import random\nprint(random.randrange(10 ** 9))"],
+          "tests": [{"input": "", "output": "?"}] * 3, "return_outputs": True}
 REPEATED = [
     {"id": "k-samples", "programs": [DOUBLE, "print(input())", DOUBLE, RANDOM, DOUBLE, RANDOM],
      "tests": [{"input": f"{i}\n", "output": f"{2 * i}\n"} for i in range(5)],
@@ -241,22 +243,27 @@ REPEATED = [
 def test_repeated_programs_run_once_on_both_backends(sim):
     """The core's de-duplication on both backends: the same matrices and the same cells run
     (stats()["cells"], the servers' fork counters) for jobs whose programs repeat, and a
-    random program's copies share its first copy's outputs."""
+    random program's copies share its first copy's outputs, drawn from the job's seed on both."""
     sim.nodes(1)
     progress: dict = {"local": [], "ray": []}
     with Executor(slots=2) as local:
         want = local.run(REPEATED, progress=progress["local"].append)
         local_cells = local.stats()["cells"]
+        want_seeded = local.run([SEEDED])
     with RayExecutor(address=sim.address, slots=2) as ex:
         got = ex.run(REPEATED, progress=progress["ray"].append)
         ray_cells = ex.stats()["cells"]
+        got_seeded = ex.run([SEEDED])
+    # random draws from the job's seed (its id) on either backend: the same numbers
+    assert got_seeded[0]["outputs"] == want_seeded[0]["outputs"]
+    assert len({o for row in want_seeded[0]["outputs"] for o in row}) == 1
     distinct = 3 * 5 + 2 * 2 + 1 * 1  # texts x tests
     assert local_cells == ray_cells == distinct
     assert sum(progress["local"]) == sum(progress["ray"]) == 6 * 5 + 4 * 2 + 4 * 1
     k = got[0]["outputs"]
     assert k[5] == k[3] and len(set(k[3])) == 5  # copies share the first copy's outputs
     for res in (want, got):
-        res[0]["outputs"][3] = res[0]["outputs"][5] = None  # random: differ between backends
+        res[0]["outputs"][3] = res[0]["outputs"][5] = None  # os.urandom: differs by design
     assert _strip(got) == _strip(want)
     assert got[0]["outcomes"][:3] == [["ok"] * 5, ["ok"] + ["wrong_answer"] * 4, ["ok"] * 5]
     assert got[1]["passed"] == [[True, True]] * 3 + [[False, False]]

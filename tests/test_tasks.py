@@ -346,6 +346,11 @@ def test_every_registered_loader_is_a_record_the_cli_and_config_read():
     with pytest.raises(ValueError, match="--eval_tasks: unknown dataset 'spider'; choose from"):
         CoevoConfig(output_dir="/tmp/x", eval_tasks="spider", use_cpu=True, bf16=False,
                     problems_per_generation=1)
+    try:  # --eval_tasks "" turns the held-out set off, over a config that names one
+        CoevoConfig(output_dir="/tmp/x", eval_tasks="", use_cpu=True, bf16=False,
+                    problems_per_generation=1)
+    except ValueError as e:
+        assert "--eval_tasks" not in str(e)
 
 
 def test_a_new_loader_is_one_record(monkeypatch):

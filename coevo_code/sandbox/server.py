@@ -597,10 +597,10 @@ class Judge:
         time_limit, cap = limits["time"], limits["out_cap"]
         expected = req.get("expected")
         outcomes = []
-        code_fd = sealed_memfd(marshal.dumps((code, setup)))
         if kind != "stdio":  # compiled once per unit, for each cell that runs a test process
             tests = [t if f is not None and zygote is self.zygotes["light"]
                      else judge_compiled_test(t, tree) for t, f, tree in zip(tests, fast, trees)]
+        code_fd = sealed_memfd(marshal.dumps((code, setup)))
         try:
             for i, test in enumerate(tests):
                 if kind == "stdio":

@@ -206,7 +206,7 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
             errors.append(f"--label_source must be one of {', '.join(LABEL_SOURCES)}, got "
                           f"{self.label_source!r}")
         for flag in ("tasks", "eval_tasks"):
-            if getattr(self, flag) is not None:
+            if getattr(self, flag):  # None or "": the default set, or (eval_tasks) none
                 try:
                     find_loader(getattr(self, flag))
                 except LoaderError as e:

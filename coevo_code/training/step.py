@@ -6,10 +6,10 @@ and of Co-RL and the self-rewarding baselines (label-free), in :meth:`CoevoStep.
    completions of the problem in one joint job, after swapping texts with the other agents);
 3. run every job on the executor;
 4. label and reward each problem (``scoring.score``: gold tests, CURE's code reward and Eq. 4;
-   ``scoring.score_joint``: the labeller's vote, :mod:`coevo_code.labels`);
+   ``joint.score_joint``: the labeller's vote, :mod:`coevo_code.labels`);
 5. place the rewards back on the rows; a row without signal gets None (the trainer masks it); a
    control run (``reward_control``) then shuffles or negates what the trainer trains on;
-6. the step's metrics, pooled over every problem of the batch (``scoring.batch_metrics``).
+6. the step's metrics, pooled over every problem of the batch (``step_metrics.batch_metrics``).
 
 :meth:`CoevoStep.run` does 1-5 on each process's rows or on the gathered batch
 (:mod:`.sharding`), then 6. The formulas live in :mod:`coevo_code.rewards` and
@@ -89,7 +89,7 @@ class Lockstep:
 @dataclass
 class StepOutput:
     """What one call of the step gives: a reward per row of this process (None: no signal), the
-    step's metrics (every key of ``scoring.METRIC_KEYS``) and the time of each phase."""
+    step's metrics (every key of ``step_metrics.METRIC_KEYS``) and the time of each phase."""
 
     split: str
     rewards: list

@@ -88,8 +88,8 @@ def payload(ray, st: JobState, u: RayUnit, shared: dict) -> tuple:
         ref = shared[key] = ray.put(tests) if size >= SHARE_TESTS_BYTES else False
     programs = [job.programs[p] for p in u.programs]
     if ref is False:
-        return (dataclasses.replace(job, id=None, programs=programs, tests=job.tests[u.a:u.b]),)
-    return dataclasses.replace(job, id=None, programs=programs, tests=[]), ref
+        return (dataclasses.replace(job, programs=programs, tests=job.tests[u.a:u.b]),)
+    return dataclasses.replace(job, programs=programs, tests=[]), ref
 
 
 def drive(pool: NodePool, states: list, units: list[RayUnit], progress, *, max_retries: int,
