@@ -24,6 +24,7 @@ import time
 from typing import Any, Callable
 
 from ..execution import Job, JobError, parse_job
+from ..execution.core import same_programs
 
 OK = "ok"
 
@@ -183,17 +184,13 @@ class Dispatcher:
             if job is None:
                 continue
             n, t = job.shape
-            first: dict[str, int] = {}
-            copies = {}
-            for p, prog in enumerate(job.programs):
-                if prog in first:
-                    copies[p] = first[prog]
-                else:
-                    first[prog] = p
+            copies = same_programs(job)  # a repeated text runs once, as in the executor
             outcomes = [[None] * t for _ in range(n)]
             outputs = [[""] * t for _ in range(n)] if job.return_outputs else None
             req.states[j] = (job, outcomes, outputs, copies)
-            for prog, p in first.items():
+            for p in range(n):
+                if p in copies:
+                    continue
                 for a in range(0, t, size):
                     b = min(t, a + size)
                     pieces.append((j, p, a, b))
