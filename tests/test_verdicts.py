@@ -310,3 +310,22 @@ def test_the_judge_compiles_short_tests_and_leaves_the_rest_to_their_cell():
     long = "assert f(0) == 1\n" + "y = 1\n" * (FLOOD_SCAN_BYTES // 6)
     assert judge_compiled_test(long, ast.parse(long)) == long
     assert judge_compiled_test("assert f(", None) == "assert f("
+
+
+def test_each_sandbox_module_is_one_argument_under_the_kernels_cap(monkeypatch, tmp_path):
+    """Linux caps one execve argument at 128 KiB: the modules travel one argument each (all of
+    them in one passed the cap), and a module too long for one is a clear error naming it."""
+    from coevo_code.execution import launchers
+
+    args = launchers.sandbox_sources()
+    from coevo_code.sandbox import MODULES
+    assert [a.split("\n", 1)[0] for a in args] == list(MODULES)
+    assert all(len(a.encode()) <= launchers.MAX_ARG_BYTES for a in args)
+    big = tmp_path / "sandbox"
+    big.mkdir()
+    for name in MODULES:
+        (big / f"{name}.py").write_text("x = 1\n" * (30000 if name == "codec" else 1))
+    monkeypatch.setattr(launchers, "SANDBOX_DIR", big)
+    with pytest.raises(RuntimeError, match=r"sandbox/codec\.py is \d+ bytes"):
+        launchers.sandbox_sources()
+

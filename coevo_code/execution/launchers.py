@@ -43,33 +43,47 @@ SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL
               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
               "PYTHONDONTWRITEBYTECODE": "1"}
 
-# Loads the sandbox modules from their sources (argv[1], a JSON list of [name, source]) as the
-# package coevo_sandbox and starts the judge with the slot's configuration (argv[2]). Nothing
-# needs to be installed or bound where the server runs but a Python interpreter.
+# Loads the sandbox modules from their sources (argv[2:], one argument "NAME\nSOURCE" per module)
+# as the package coevo_sandbox and starts the judge with the slot's configuration (argv[1]).
+# Nothing needs to be installed or bound where the server runs but a Python interpreter.
 BOOTSTRAP = """\
 import json, sys, types
 pkg = types.ModuleType("coevo_sandbox"); pkg.__path__ = []; sys.modules["coevo_sandbox"] = pkg
-for name, src in json.loads(sys.argv[1]):
+for arg in sys.argv[2:]:
+    name, src = arg.split("\\n", 1)
     m = types.ModuleType("coevo_sandbox." + name)
     m.__package__, m.__file__ = "coevo_sandbox", "<coevo_sandbox/%s.py>" % name
     sys.modules[m.__name__] = m
     setattr(pkg, name, m)
     exec(compile(src, m.__file__, "exec"), m.__dict__)
-sys.modules["coevo_sandbox.server"].main(json.loads(sys.argv[2]))
+sys.modules["coevo_sandbox.server"].main(json.loads(sys.argv[1]))
 """
+# Linux caps each argument of execve at MAX_ARG_STRLEN (32 pages, with its terminating NUL), so
+# each module is an argument of its own (all of them in one passed that cap at 128 KiB).
+MAX_ARG_BYTES = 32 * 4096 - 1
 
 
-def sandbox_sources() -> str:
-    """The sandbox modules (``coevo_code/sandbox``), as the bootstrap reads them."""
+def sandbox_sources() -> list[str]:
+    """The sandbox modules (``coevo_code/sandbox``) as the bootstrap reads them: one argument
+    ``NAME\nSOURCE`` per module. A module too long for one argument is a clear error here, not
+    an ``Argument list too long`` from the launcher."""
     from coevo_code.sandbox import MODULES
-    mods = [[name, (SANDBOX_DIR / f"{name}.py").read_text()] for name in MODULES]
-    return json.dumps(mods)
+    out = []
+    for name in MODULES:
+        arg = name + "\n" + (SANDBOX_DIR / f"{name}.py").read_text()
+        size = len(arg.encode("utf-8", "surrogateescape"))
+        if size > MAX_ARG_BYTES:
+            raise RuntimeError(f"coevo_code/sandbox/{name}.py is {size} bytes: each sandbox module "
+                               f"travels as one argument of the judge's command line, which Linux "
+                               f"caps at {MAX_ARG_BYTES} bytes; split the module")
+        out.append(arg)
+    return out
 
 
 def server_command(python: str, cfg: dict) -> list[str]:
-    """The argv that starts a slot's judge: the interpreter, the bootstrap, the modules, the
-    slot configuration."""
-    return [python, "-I", "-c", BOOTSTRAP, sandbox_sources(), json.dumps(cfg)]
+    """The argv that starts a slot's judge: the interpreter, the bootstrap, the slot
+    configuration, the modules."""
+    return [python, "-I", "-c", BOOTSTRAP, json.dumps(cfg), *sandbox_sources()]
 
 
 def interpreter() -> str:
