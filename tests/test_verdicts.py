@@ -312,6 +312,36 @@ def test_the_judge_compiles_short_tests_and_leaves_the_rest_to_their_cell():
     assert judge_compiled_test("assert f(", None) == "assert f("
 
 
+def test_the_judge_prepares_each_test_once_and_keys_it_by_what_decides_it(monkeypatch):
+    """Every program of a job runs the same tests: the judge parses, scans and compiles each
+    once, not once per unit. The cache key holds everything its result depends on: a setup that
+    defines the called name makes the same test go to a test process, not the judge's literal
+    path; the least recently used entry leaves first."""
+    from coevo_code.sandbox import server
+
+    judge = server.Judge.__new__(server.Judge)  # the cache alone, no zygotes
+    judge.prepared, judge.prepared_bytes, judge.heavy_roots = {}, 0, {"numpy"}
+    parsed = []
+    real_parse = server.parse_test
+    monkeypatch.setattr(server, "parse_test", lambda src: parsed.append(src) or real_parse(src))
+    no_setup = compile("", "setup.py", "exec")
+    t = "assert f(2) == 4"
+    first = judge._prepare_test(t, "f", no_setup)
+    assert first[0] is not None and first[1] is False and type(first[2]) is not str
+    assert judge._prepare_test(t, "f", compile("", "setup.py", "exec")) is first  # another unit
+    assert parsed == [t]
+    defines_f = compile("def f(x):\n    return 0", "setup.py", "exec")
+    assert judge._prepare_test(t, "f", defines_f)[0] is None  # the setup's f: a test process
+    assert judge._prepare_test("import numpy\nassert f(1) == 1", "f", no_setup)[1] is True
+    assert len(parsed) == 3
+    monkeypatch.setattr(server, "TEST_CACHE_COUNT", 3)
+    judge._prepare_test(t, "f", no_setup)  # the most recent again
+    judge._prepare_test("assert f(3) == 9", "f", no_setup)  # a fourth: the oldest leaves
+    assert (t, "f", defines_f.co_names) not in judge.prepared
+    assert (t, "f", no_setup.co_names) in judge.prepared
+    assert judge.prepared_bytes == sum(len(k[0]) for k in judge.prepared)
+
+
 def test_each_sandbox_module_is_one_argument_under_the_kernels_cap(monkeypatch, tmp_path):
     """Linux caps one execve argument at 128 KiB: the modules travel one argument each (all of
     them in one passed the cap), and a module too long for one is a clear error naming it."""
@@ -329,3 +359,10 @@ def test_each_sandbox_module_is_one_argument_under_the_kernels_cap(monkeypatch, 
     with pytest.raises(RuntimeError, match=r"sandbox/codec\.py is \d+ bytes"):
         launchers.sandbox_sources()
 
+
+def test_no_cell_holds_the_judges_copy_of_the_sandbox_sources(executor):
+    """The judge forgets the module sources it was started with once they are loaded, so that
+    neither its zygotes nor their cells carry them (a program sees a short ``sys.orig_argv``)."""
+    prog = "import sys\nprint(sum(len(a) for a in sys.orig_argv) < 20000, sys.argv)"
+    res = run1(executor, prog, [{"input": "", "output": "True ['main.py']"}])
+    assert res["outcomes"] == [["ok"]]

@@ -14,6 +14,15 @@ _libc.syscall.restype = ctypes.c_long
 _libc.prctl.restype = ctypes.c_int
 
 
+def trim_heap():
+    """Hand the heap's free pages back to the kernel (glibc's ``malloc_trim``): what a process
+    freed before it forks is then not copied into each child's page tables."""
+    try:
+        _libc.malloc_trim(0)
+    except AttributeError:  # not glibc
+        pass
+
+
 def syscall(nr, *args):
     res = _libc.syscall(ctypes.c_long(nr), *args)
     if res < 0:

@@ -1,4 +1,4 @@
-"""The judge: the process a launcher starts (``python -I -c BOOTSTRAP MODULES CONFIG``), inside
+"""The judge: the process a launcher starts (``python -I -c BOOTSTRAP CONFIG MODULE...``), inside
 the isolation boundary, once per executor slot.
 
 It talks to the host over the two inherited pipes (fds 0 and 1, moved away at start-up; 4-byte
@@ -34,6 +34,8 @@ from .zygote import Zygote, fresh_depth, sealed_memfd
 
 INPUT_CACHE_BYTES = 64 << 20  # test inputs kept as sealed memfds across units
 INPUT_CACHE_COUNT = 4096
+TEST_CACHE_BYTES = 8 << 20  # functional tests kept prepared across units (bytes of source)
+TEST_CACHE_COUNT = 4096
 JUDGE_MEMORY_MB = 4096  # address space the judge may add to what it maps at start-up
 JUDGE_CPU_BASE_S = 30.0  # CPU seconds the judge may spend on a unit: this, plus per cell ...
 JUDGE_CPU_PER_CELL_S = 2.0  # ... this and the cell's time limit (its checker's, at most)
@@ -406,6 +408,8 @@ class Judge:
         self.st_fd = os.memfd_create("status", os.MFD_CLOEXEC)
         self.inputs = {}  # test input bytes -> sealed memfd, most recent last
         self.inputs_bytes = 0
+        self.prepared = {}  # (test, entry point, setup digest) -> prepared test, most recent last
+        self.prepared_bytes = 0
         try:  # nothing of the judge (the tests, the expected outputs) for a same-uid reader
             seccomp.prctl(seccomp.PR_SET_DUMPABLE, 0)
         except OSError:
@@ -576,11 +580,10 @@ class Judge:
             return {"outcomes": [SYNTAX] * n, "outputs": outputs, "cpu": cpu,
                     "detail": "%s: %s" % (type(e).__name__, e)}
         entry = req.get("entry_point")
-        trees = [parse_test(t) for t in tests] if kind != "stdio" else None
         fast = None
-        if kind != "stdio":
-            fast = [None if tree is None or hash_flood(t, tree) else
-                    literal_call(tree, entry, setup) for t, tree in zip(tests, trees)]
+        if kind != "stdio":  # each test parsed, scanned and compiled once per judge, not per unit
+            prepared = [self._prepare_test(t, entry, setup) for t in tests]
+            fast = [p[0] for p in prepared]
         zygote = self.zygotes["light"]
         # numpy's zygote for a program or a test that imports it, or a setup that does so at its
         # top level (evalplus's checks import it inside a function, only on a float mismatch:
@@ -588,8 +591,7 @@ class Judge:
         if "heavy" in self.zygotes and (
                 uses_modules(code, self.heavy_roots)
                 or uses_modules(setup, self.heavy_roots, nested=False)
-                or any(tree is not None and tree_uses_modules(tree, self.heavy_roots)
-                       for tree in trees or ())):
+                or (fast is not None and any(p[1] for p in prepared))):
             zygote = self.zygotes["heavy"]
         limits = {"time": float(req["time"]), "wall": float(req["wall"]),
                   "mem_mb": float(req["mem_mb"]), "out_cap": int(float(req["out_mb"]) * (1 << 20)),
@@ -597,9 +599,8 @@ class Judge:
         time_limit, cap = limits["time"], limits["out_cap"]
         expected = req.get("expected")
         outcomes = []
-        if kind != "stdio":  # compiled once per unit, for each cell that runs a test process
-            tests = [t if f is not None and zygote is self.zygotes["light"]
-                     else judge_compiled_test(t, tree) for t, f, tree in zip(tests, fast, trees)]
+        if kind != "stdio":  # what each test's process gets: its code, or its source
+            tests = [p[2] for p in prepared]
         code_fd = sealed_memfd(marshal.dumps((code, setup)))
         try:
             for i, test in enumerate(tests):
@@ -635,6 +636,31 @@ class Judge:
         finally:
             os.close(code_fd)
         return {"outcomes": outcomes, "outputs": outputs, "cpu": cpu}
+
+    def _prepare_test(self, src, entry, setup):
+        """A functional test as every unit runs it: ``(literal call or None, whether it imports a
+        heavy module, what its test process gets)``, the last ``judge_compiled_test``'s code or
+        the source itself. Kept across units (TEST_CACHE_COUNT tests, TEST_CACHE_BYTES of
+        source, least recently used out first), keyed by the test, the entry point and the
+        names the setup uses (all that ``literal_call`` reads of the unit): every program of a
+        job runs the same tests, so a job's tests are parsed and compiled once per judge, not
+        once per program."""
+        key = (src, entry, setup.co_names)
+        hit = self.prepared.pop(key, None)
+        if hit is None:
+            tree = parse_test(src)
+            call = None if tree is None or hash_flood(src, tree) else literal_call(tree, entry,
+                                                                                   setup)
+            heavy = tree is not None and tree_uses_modules(tree, self.heavy_roots)
+            hit = (call, heavy, judge_compiled_test(src, tree))  # last: it changes the tree
+            self.prepared_bytes += len(src)
+            while self.prepared and (self.prepared_bytes > TEST_CACHE_BYTES
+                                     or len(self.prepared) >= TEST_CACHE_COUNT):
+                old = next(iter(self.prepared))
+                del self.prepared[old]
+                self.prepared_bytes -= len(old[0])
+        self.prepared[key] = hit  # most recent last
+        return hit
 
     def run_test_cell(self, zygote, limits, code_fd, setup, test, entry, want_out):
         """A functional test in a process of its own, calling the program in another."""
@@ -832,6 +858,19 @@ def with_hash_seed(seed):
     os.execve(sys.executable, [sys.executable, "-s", "-P"] + rest, env)
 
 
+def drop_sources():
+    """Forget the modules' sources the bootstrap read from the command line (``sys.argv[2:]``
+    and their copies in ``sys.orig_argv``, 130 KB each): loaded now, they would otherwise sit
+    in the judge, in every zygote and so in every page table a cell copies."""
+    extra = len(sys.argv) - 2
+    if extra > 0 and sys.argv[0] == "-c":
+        del sys.argv[2:]
+        orig = getattr(sys, "orig_argv", None)
+        if type(orig) is list and len(orig) > extra:
+            del orig[-extra:]
+    seccomp.trim_heap()
+
+
 def main(cfg=None):
     if cfg is None:
         cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
@@ -839,5 +878,6 @@ def main(cfg=None):
     cfg["hash_seed_in_place"] = None  # none asked for: a random one, as in any interpreter
     if seed is not None:
         cfg["hash_seed_in_place"] = with_hash_seed(seed)
+    drop_sources()
     cfg.setdefault("workdir", "/tmp/coevo-slot")
     Judge(cfg).serve()

@@ -93,6 +93,7 @@ class Zygote:
         self.depth = depth
         gc.collect()
         gc.freeze()
+        seccomp.trim_heap()  # what start-up freed is not copied into every cell's page tables
 
     # ---- isolation layers, decided once ------------------------------------------------------
     def _setup_layers(self):
