@@ -339,7 +339,15 @@ def test_the_judge_prepares_each_test_once_and_keys_it_by_what_decides_it(monkey
     judge._prepare_test("assert f(3) == 9", "f", no_setup)  # a fourth: the oldest leaves
     assert (t, "f", defines_f.co_names) not in judge.prepared
     assert (t, "f", no_setup.co_names) in judge.prepared
-    assert judge.prepared_bytes == sum(len(k[0]) for k in judge.prepared)
+    assert judge.prepared_bytes == sum(v[3] for v in judge.prepared.values())
+    # the size bound weighs what an entry keeps (its literals), not only its source's length
+    monkeypatch.setattr(server, "TEST_CACHE_COUNT", 4096)
+    monkeypatch.setattr(server, "TEST_CACHE_BYTES", 50_000)
+    wide = "assert f(%r) == 0" % ([[]] * 100)  # 400 characters, 100 lists kept
+    assert judge._prepare_test(wide, "f", no_setup)[3] > 100 * server.TEST_NODE_BYTES
+    for k in range(20):
+        judge._prepare_test(wide.replace("0", str(k)), "f", no_setup)
+    assert judge.prepared_bytes <= 50_000 and len(judge.prepared) < 5
 
 
 def test_each_sandbox_module_is_one_argument_under_the_kernels_cap(monkeypatch, tmp_path):

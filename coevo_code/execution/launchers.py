@@ -56,6 +56,7 @@ for arg in sys.argv[2:]:
     sys.modules[m.__name__] = m
     setattr(pkg, name, m)
     exec(compile(src, m.__file__, "exec"), m.__dict__)
+del arg, name, src, m  # the last module's source would stay with the judge and its zygotes
 sys.modules["coevo_sandbox.server"].main(json.loads(sys.argv[1]))
 """
 # Linux caps each argument of execve at MAX_ARG_STRLEN (32 pages, with its terminating NUL), so

@@ -34,8 +34,9 @@ from .zygote import Zygote, fresh_depth, sealed_memfd
 
 INPUT_CACHE_BYTES = 64 << 20  # test inputs kept as sealed memfds across units
 INPUT_CACHE_COUNT = 4096
-TEST_CACHE_BYTES = 8 << 20  # functional tests kept prepared across units (bytes of source)
-TEST_CACHE_COUNT = 4096
+TEST_CACHE_BYTES = 64 << 20  # functional tests kept prepared across units: what they keep,
+TEST_CACHE_COUNT = 4096  # estimated as their source plus TEST_NODE_BYTES per syntax-tree node
+TEST_NODE_BYTES = 128  # (the literals and code kept of one node: about 100 bytes as measured)
 JUDGE_MEMORY_MB = 4096  # address space the judge may add to what it maps at start-up
 JUDGE_CPU_BASE_S = 30.0  # CPU seconds the judge may spend on a unit: this, plus per cell ...
 JUDGE_CPU_PER_CELL_S = 2.0  # ... this and the cell's time limit (its checker's, at most)
@@ -639,9 +640,9 @@ class Judge:
 
     def _prepare_test(self, src, entry, setup):
         """A functional test as every unit runs it: ``(literal call or None, whether it imports a
-        heavy module, what its test process gets)``, the last ``judge_compiled_test``'s code or
-        the source itself. Kept across units (TEST_CACHE_COUNT tests, TEST_CACHE_BYTES of
-        source, least recently used out first), keyed by the test, the entry point and the
+        heavy module, what its test process gets, estimated size)``, the third
+        ``judge_compiled_test``'s code or the source itself. Kept across units (TEST_CACHE_COUNT tests, TEST_CACHE_BYTES of
+        estimated size, least recently used out first), keyed by the test, the entry point and the
         names the setup uses (all that ``literal_call`` reads of the unit): every program of a
         job runs the same tests, so a job's tests are parsed and compiled once per judge, not
         once per program."""
@@ -652,13 +653,14 @@ class Judge:
             call = None if tree is None or hash_flood(src, tree) else literal_call(tree, entry,
                                                                                    setup)
             heavy = tree is not None and tree_uses_modules(tree, self.heavy_roots)
-            hit = (call, heavy, judge_compiled_test(src, tree))  # last: it changes the tree
-            self.prepared_bytes += len(src)
-            while self.prepared and (self.prepared_bytes > TEST_CACHE_BYTES
+            size = 4 * len(src) + (0 if tree is None else
+                                   TEST_NODE_BYTES * sum(1 for _ in ast.walk(tree)))
+            hit = (call, heavy, judge_compiled_test(src, tree), size)  # last: changes the tree
+            while self.prepared and (self.prepared_bytes + size > TEST_CACHE_BYTES
                                      or len(self.prepared) >= TEST_CACHE_COUNT):
-                old = next(iter(self.prepared))
-                del self.prepared[old]
-                self.prepared_bytes -= len(old[0])
+                # the least recently used first
+                self.prepared_bytes -= self.prepared.pop(next(iter(self.prepared)))[3]
+            self.prepared_bytes += size
         self.prepared[key] = hit  # most recent last
         return hit
 
@@ -859,9 +861,11 @@ def with_hash_seed(seed):
 
 
 def drop_sources():
-    """Forget the modules' sources the bootstrap read from the command line (``sys.argv[2:]``
-    and their copies in ``sys.orig_argv``, 130 KB each): loaded now, they would otherwise sit
-    in the judge, in every zygote and so in every page table a cell copies."""
+    """Forget the Python copies of the modules' sources the bootstrap read from the command line
+    (``sys.argv[2:]`` and ``sys.orig_argv``'s, 130 KB each), and hand the heap's free pages back:
+    what the judge no longer needs is then not in the page tables every cell copies. (The
+    kernel's copy on the stack, ``/proc/self/cmdline``, and the interpreter's own stay; the
+    sources are public.)"""
     extra = len(sys.argv) - 2
     if extra > 0 and sys.argv[0] == "-c":
         del sys.argv[2:]
