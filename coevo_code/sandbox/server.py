@@ -409,7 +409,7 @@ class Judge:
         self.st_fd = os.memfd_create("status", os.MFD_CLOEXEC)
         self.inputs = {}  # test input bytes -> sealed memfd, most recent last
         self.inputs_bytes = 0
-        self.prepared = {}  # (test, entry point, setup digest) -> prepared test, most recent last
+        self.prepared = {}  # (test, entry point, setup's names) -> prepared test, most recent last
         self.prepared_bytes = 0
         try:  # nothing of the judge (the tests, the expected outputs) for a same-uid reader
             seccomp.prctl(seccomp.PR_SET_DUMPABLE, 0)
@@ -641,11 +641,11 @@ class Judge:
     def _prepare_test(self, src, entry, setup):
         """A functional test as every unit runs it: ``(literal call or None, whether it imports a
         heavy module, what its test process gets, estimated size)``, the third
-        ``judge_compiled_test``'s code or the source itself. Kept across units (TEST_CACHE_COUNT tests, TEST_CACHE_BYTES of
-        estimated size, least recently used out first), keyed by the test, the entry point and the
-        names the setup uses (all that ``literal_call`` reads of the unit): every program of a
-        job runs the same tests, so a job's tests are parsed and compiled once per judge, not
-        once per program."""
+        ``judge_compiled_test``'s code or the source itself. Kept across units
+        (TEST_CACHE_COUNT tests, TEST_CACHE_BYTES of estimated size, least recently used out
+        first), keyed by the test, the entry point and the names the setup uses (all that
+        ``literal_call`` reads of the unit): every program of a job runs the same tests, so a
+        job's tests are parsed and compiled once per judge, not once per program."""
         key = (src, entry, setup.co_names)
         hit = self.prepared.pop(key, None)
         if hit is None:
