@@ -121,8 +121,9 @@ for r in range(ROUNDS):
                   flush=True)
             continue
         out = f"{TMP}/{name}-judge-{r}.json"
-        p = subprocess.run([sys.executable, "benchmarks/judge.py", "--repeats", str(ARGS.repeats), "--json", out],
-                           cwd=root, env=env, capture_output=True, text=True, timeout=1800)
+        p = subprocess.run([sys.executable, "benchmarks/judge.py", "--repeats", str(ARGS.repeats),
+                            "--json", out], cwd=root, env=env, capture_output=True, text=True,
+                           timeout=1800)
         if p.returncode == 0:
             fig = json.load(open(out))
             for k in ("stdio", "functional", "functional_test_process"):
@@ -157,6 +158,7 @@ for k in sorted({k for _, k in rows}):
         ma, mb = statistics.median(a), statistics.median(b)
         lo, mid, hi = quartiles([y / x for x, y in zip(a, b)])
         print(f"| {k} | {ma:.1f} ({', '.join(f'{x:.0f}' for x in a)}) | {mb:.1f} "
-              f"({', '.join(f'{x:.0f}' for x in b)}) | {mb / ma:.2f} | {mid:.2f} [{lo:.2f}, {hi:.2f}] |")
+              f"({', '.join(f'{x:.0f}' for x in b)}) | {mb / ma:.2f} "
+              f"| {mid:.2f} [{lo:.2f}, {hi:.2f}] |")
 if ARGS.json:
     Path(ARGS.json).write_text(json.dumps({f"{a}|{b}": v for (a, b), v in rows.items()}, indent=1))

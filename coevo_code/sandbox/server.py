@@ -581,10 +581,9 @@ class Judge:
             return {"outcomes": [SYNTAX] * n, "outputs": outputs, "cpu": cpu,
                     "detail": "%s: %s" % (type(e).__name__, e)}
         entry = req.get("entry_point")
-        fast = None
-        if kind != "stdio":  # each test parsed, scanned and compiled once per judge, not per unit
-            prepared = [self._prepare_test(t, entry, setup) for t in tests]
-            fast = [p[0] for p in prepared]
+        # each functional test parsed, scanned and compiled once per judge, not once per unit
+        prepared = [self._prepare_test(t, entry, setup) for t in tests] if kind != "stdio" else []
+        fast = [p[0] for p in prepared] if kind != "stdio" else None
         zygote = self.zygotes["light"]
         # numpy's zygote for a program or a test that imports it, or a setup that does so at its
         # top level (evalplus's checks import it inside a function, only on a float mismatch:
@@ -592,7 +591,7 @@ class Judge:
         if "heavy" in self.zygotes and (
                 uses_modules(code, self.heavy_roots)
                 or uses_modules(setup, self.heavy_roots, nested=False)
-                or (fast is not None and any(p[1] for p in prepared))):
+                or any(p[1] for p in prepared)):
             zygote = self.zygotes["heavy"]
         limits = {"time": float(req["time"]), "wall": float(req["wall"]),
                   "mem_mb": float(req["mem_mb"]), "out_cap": int(float(req["out_mb"]) * (1 << 20)),
@@ -862,17 +861,15 @@ def with_hash_seed(seed):
 
 def drop_sources():
     """Forget the Python copies of the modules' sources the bootstrap read from the command line
-    (``sys.argv[2:]`` and ``sys.orig_argv``'s, 130 KB each), and hand the heap's free pages back:
-    what the judge no longer needs is then not in the page tables every cell copies. (The
-    kernel's copy on the stack, ``/proc/self/cmdline``, and the interpreter's own stay; the
-    sources are public.)"""
+    (``sys.argv[2:]`` and ``sys.orig_argv``'s, 130 KB each), so that no zygote or cell holds
+    them (each zygote hands the freed pages back before it forks cells). The kernel's copy on
+    the stack, ``/proc/self/cmdline``, and the interpreter's own stay; the sources are public."""
     extra = len(sys.argv) - 2
     if extra > 0 and sys.argv[0] == "-c":
         del sys.argv[2:]
         orig = getattr(sys, "orig_argv", None)
         if type(orig) is list and len(orig) > extra:
             del orig[-extra:]
-    seccomp.trim_heap()
 
 
 def main(cfg=None):
