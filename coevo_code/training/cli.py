@@ -99,6 +99,7 @@ def run_train(a: TrainArgs) -> int:
     from .exchange import PartnerError
     from .rundir import refuse_existing_run
     from .run import end_worker, train
+    from .vllm_sync import WeightSyncError
 
     hf_logging.disable_progress_bar()  # shard-writing bars; the training bar stays
 
@@ -114,7 +115,7 @@ def run_train(a: TrainArgs) -> int:
                 refuse_existing_run(out)  # before config.yaml is written over the old one's
             (out / "config.yaml").write_text(yaml.safe_dump(a.inputs, sort_keys=False))
         result = train(a.config, a.model, resume=a.resume)
-    except (LoaderError, FileExistsError, FileNotFoundError, ValueError) as e:
+    except (LoaderError, FileExistsError, FileNotFoundError, ValueError, WeightSyncError) as e:
         if os.environ.get("COEVO_DEBUG"):
             raise
         print(f"coevo: {str(e).splitlines()[0]} (COEVO_DEBUG=1 for the traceback)",

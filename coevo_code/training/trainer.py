@@ -19,6 +19,7 @@ TRL's private methods it overrides, each because no public hook gives the same r
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import defaultdict, deque
 from pathlib import Path
@@ -35,12 +36,13 @@ from .step import CoevoStep, Lockstep
 from .modelcard import render as render_card
 from .rundir import JsonlWriter, checkpoint_dir, read_jsonl
 from .step_metrics import MATRIX_KEYS, METRIC_KEYS
+from .vllm_sync import SYNC_KEYS
 
 PHASES = ("generation", "execution", "rewards", "update")
 TRL_KEYS = ("loss", "grad_norm", "learning_rate", "entropy", "kl")
 STEP_KEYS = (("step", "epoch", "generation", "wall_s") + METRIC_KEYS
              + tuple(f"time_{p}" for p in PHASES) + ("time_exchange", "time_step") + TRL_KEYS
-             + ("curriculum_skipped",) + MATRIX_KEYS)
+             + ("curriculum_skipped",) + MATRIX_KEYS + SYNC_KEYS)
 STATE_FILE = "coevo_state.json"  # in each checkpoint: curriculum estimates, early-stopping record
 
 
@@ -141,7 +143,12 @@ class CoevoTrainer(GRPOTrainer):
         self.card = dict(card or {})  # base_model, data, eval_data, agent: the model card's
         self._n_train = n_train
         extra = list(reward_funcs or [])
+        args_ = kwargs.get("args")
+        if getattr(args_, "use_vllm", False) and not torch.cuda.is_available():
+            # vLLM's CPU backend otherwise reserves 90% of the machine's memory for its KV cache
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(args_.vllm_cpu_kvcache_gib))
         super().__init__(*args, reward_funcs=[self.coevo_reward, *extra], **kwargs)
+        self.sync_check = self._install_vllm_sync() if self.use_vllm else None
         coevo_step.sharding.accelerator = self.accelerator
         out = Path(self.args.output_dir)
         self._writer = JsonlWriter(out / "metrics.jsonl", STEP_KEYS) if write_metrics else None
@@ -160,6 +167,19 @@ class CoevoTrainer(GRPOTrainer):
         if any(isinstance(c, ProgressCallback) for c in self.callback_handler.callbacks):
             self.remove_callback(ProgressCallback)
             self.add_callback(_Progress())
+
+    def _install_vllm_sync(self):
+        """The weight sync that works where vLLM repacks weights, and its check after every
+        ``vllm_sync_check_steps``-th sync (:mod:`.vllm_sync`)."""
+        from .vllm_sync import SyncCheck, install_sync, probe_prompts
+        a = self.args
+        prompts = probe_prompts(self.processing_class,
+                                (row["prompt"] for row in self.train_dataset), a.vllm_sync_probes)
+        check = SyncCheck(self, prompts, every=a.vllm_sync_check_steps,
+                          max_tokens=a.vllm_sync_probe_tokens, min_agree=a.vllm_sync_min_agree,
+                          max_logprob_diff=a.vllm_sync_max_logprob_diff)
+        install_sync(self.vllm_generation, after=check)
+        return check
 
     @property
     def lockstep(self) -> Lockstep:
@@ -265,6 +285,9 @@ class CoevoTrainer(GRPOTrainer):
                          "curriculum_skipped": self.lockstep.curriculum.skipped
                          if self.args.curriculum else None,
                          **{k: self._last_gen.get(k) for k in MATRIX_KEYS}}
+        if self.sync_check is not None and self.sync_check.last is not None:
+            self._pending.update(self.sync_check.last.figures())  # the check of this step's sync
+            self.sync_check.last = None
         self._phase.clear()
         self._step_time = 0.0
 
