@@ -145,6 +145,9 @@ class CoevoTrainer(GRPOTrainer):
         extra = list(reward_funcs or [])
         args_ = kwargs.get("args")
         if getattr(args_, "use_vllm", False) and not torch.cuda.is_available():
+            if args_.vllm_mode == "server":
+                raise ValueError("--vllm_mode server needs a CUDA device: TRL syncs the "
+                                 "server's weights over NCCL; on CPU use --vllm_mode colocate")
             # vLLM's CPU backend otherwise reserves 90% of the machine's memory for its KV cache
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(args_.vllm_cpu_kvcache_gib))
         super().__init__(*args, reward_funcs=[self.coevo_reward, *extra], **kwargs)
