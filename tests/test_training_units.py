@@ -95,11 +95,74 @@ def test_score_by_hand():
     s = score(b, {"passed": [[True, True, True, True], [True, False, False, True]]},
               RewardOptions())
     assert s.code_rewards == [1.0, LOWEST["code"], 0.5]
-    # W = {unparsed, wrong}: test 1 accurate, catches both -> 1; test 2 unparsed -> -1;
-    # test 3 accurate, catches only the unparsed one -> 0.5
-    assert s.test_rewards == [1.0, LOWEST["test"], 0.5]
+    # W = {wrong} (the unparsed completion is no program): test 1 accurate, catches it -> 1;
+    # test 2 unparsed -> -1; test 3 accurate, the wrong program passes it -> 0
+    assert s.test_rewards == [1.0, LOWEST["test"], 0.0]
     assert s.n_correct == 1 and s.code_parse_failures == 1 and s.test_parse_failures == 1
     assert s.cells == 2 * 4
+    # CURE's formula as published (W = {unparsed, wrong}): test 3 "catches" the unparsed one
+    cure = RewardOptions(wrong_programs_only=False)
+    s = score(b, {"passed": [[True, True, True, True], [True, False, False, True]]}, cure)
+    assert s.test_rewards == [1.0, LOWEST["test"], 0.5]
+
+
+FIB = Task(id="fib", source="t", kind="functional", entry_point="fib", prompt="fib(n)",
+           tests=[TestCase(code=f"assert fib({n}) == {v}") for n, v in
+                  ((0, 0), (1, 1), (2, 1), (10, 55))])
+RIGHT_FIB = ("```python\ndef fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n"
+             "        a, b = b, a + b\n    return a\n```")
+WRONG_FIB = "```python\ndef fib(n):\n    return n\n```"
+PROSE = ["The n-th Fibonacci number is the sum of the two before it.",
+         "I would solve this with dynamic programming, keeping the last two values.",
+         "Sorry, I cannot write this function."]
+FIB_TESTS = {"trivial": "```python\nassert fib(1) == 1\n```",    # `return n` passes it too
+             "catching": "```python\nassert fib(6) == 8\n```",
+             "wrong": "```python\nassert fib(6) == 6\n```"}
+
+
+def _fib_rewards(executor, codes, options=None):
+    options = options or RewardOptions()
+    b = prepare(FIB, codes, list(FIB_TESTS.values()), options)
+    s = score(b, executor.run([b.job])[0], options)
+    return s, dict(zip(FIB_TESTS, s.test_rewards))
+
+
+def test_prose_pays_a_test_no_more_than_real_wrong_programs(executor):
+    """The scripted batch of docs/CORE.md: one correct solution and three completions of prose
+    against one trivial test (one that even the wrong program `return n` passes). Beside three
+    real wrong programs the trivial test earns 0; beside prose it earned +1 under CURE's
+    formula (every test "caught" the prose) and earns 0 now."""
+    real, r_real = _fib_rewards(executor, [RIGHT_FIB] + [WRONG_FIB] * 3)
+    prose, r_prose = _fib_rewards(executor, [RIGHT_FIB] + PROSE)
+    assert r_real == {"trivial": 0.0, "catching": 1.0, "wrong": -1.0}
+    assert r_prose["trivial"] <= r_real["trivial"]
+    assert r_prose == {"trivial": 0.0, "catching": 0.0, "wrong": -1.0}
+    assert prose.code_rewards == [1.0] + [LOWEST["code"]] * 3  # the coder's side is unchanged
+    assert prose.counts.wrong_x_accurate == 0 and real.counts.wrong_x_accurate == 6
+    # the hole, under CURE's formula as published: the trivial test is paid for the prose
+    _, cure = _fib_rewards(executor, [RIGHT_FIB] + PROSE, RewardOptions(wrong_programs_only=False))
+    assert cure["trivial"] == 1.0
+    # mixed: one real wrong program and two prose; the real one decides
+    _, mixed = _fib_rewards(executor, [RIGHT_FIB, WRONG_FIB] + PROSE[:2])
+    assert mixed == {"trivial": 0.0, "catching": 1.0, "wrong": -1.0}
+
+
+def test_what_is_not_a_program_is_decided_by_the_parser_and_the_compiler(executor):
+    """Not programs: nothing parsed, or a text the judge could not compile (`syntax_error` in its
+    whole row: `ast.parse` accepts a `return` outside a function, `compile` does not). A
+    program that ran and crashed, on import included, is a program (a wrong one)."""
+    from coevo_code.matrix import program_rows
+    uncompiled = "```python\ndef fib(n):\n    return n\nreturn 1\n```"
+    crashes = "```python\nimport no_such_module_here\ndef fib(n):\n    return n\n```"
+    b = prepare(FIB, [RIGHT_FIB, PROSE[0], uncompiled, crashes], list(FIB_TESTS.values()),
+                RewardOptions())
+    res = executor.run([b.job])[0]
+    assert res["outcomes"][1] == ["syntax_error"] * 7 and "runtime_error" in res["outcomes"][2]
+    assert program_rows(b, res).tolist() == [True, False, False, True]
+    s = score(b, res, RewardOptions())
+    # W = {crashes}: every accurate test catches it (it is a real wrong program)
+    assert dict(zip(FIB_TESTS, s.test_rewards)) == {"trivial": 1.0, "catching": 1.0,
+                                                    "wrong": -0.0}
 
 
 def test_no_correct_solution_means_no_test_reward_and_no_gold_no_code_reward():
@@ -276,8 +339,9 @@ def test_reward_call_without_trl_scores_a_plain_batch():
                 split=["train"] * 4, log_metric=lambda k, v: logged.__setitem__(k, v))
     finally:
         step.close()
-    # the inaccurate test (2 -> 5) fails the correct solution; no wrong solution passes it: -0
-    assert out == [1.0, 0.0, 1.0, 0.0]
+    # the only solution outside C is no program: nothing to catch, so the accurate test (3 -> 6)
+    # earns 0 and the inaccurate one (2 -> 5, it fails the correct solution) -1
+    assert out == [1.0, 0.0, 0.0, -1.0]
     assert step.last.metrics["code_acc"] == 0.5 and logged["coevo/code_acc"] == 0.5
     assert step.last.no_signal == [False] * 4
 
@@ -305,7 +369,8 @@ def test_the_step_passes_named_rows_and_an_explicit_shared_state():
         assert named[2].role == "test" and named[2].length == 7 and named[2] == rows[2]
         got = gold.score_rows(named, "train")
         assert isinstance(got, ScoredRows) and got.shared is None
-        assert got.rewards == [1.0, 0.0, 1.0, 0.0] and set(got.phases) == {"execution", "rewards"}
+        assert got.rewards == [1.0, 0.0, 0.0, -1.0]  # the one wrong row is no program
+        assert set(got.phases) == {"execution", "rewards"}
         out = gold.run(rows, "train")  # plain tuples still read
         assert out.rewards == got.rewards and set(out.phases) == {"execution", "rewards"}
         lf = free.score_rows(named, "train")

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import labels as L
-from ..matrix import ProblemBatch, full_matrix
+from ..matrix import ProblemBatch, full_matrix, program_rows
 from ..matrix import prepare as prepare_job
 from ..metrics import best_of_n_accuracy, joint_errors
 from ..rewards import correct_from_gold
@@ -125,9 +125,11 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     labels = [x if x is not None and x.agreement >= options.label_threshold else None
               for x in estimate]
     me = jb.me
+    program = program_rows(b, result)
     ar = L.agent_rewards(options.label_source, me, jb.n_agents, gen, labels, jb.row_owner,
                          jb.col_owner, options.code_all_passed, options.post_stage, outputs,
-                         errored, options.label_judge)
+                         errored, options.label_judge,
+                         program if options.wrong_programs_only else None)
 
     # my block, judged by the gold tests (metrics only)
     my_rows = np.flatnonzero(jb.row_owner == me)
@@ -135,7 +137,7 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     mine = ProblemBatch(b.task, [b.programs[i] for i in my_rows], [b.tests[j] for j in my_cols],
                         t, None, jb.my_code_lengths, jb.my_test_lengths)
     base = score_matrix(mine, full[np.ix_(my_rows, list(range(t)) + [t + j for j in my_cols])],
-                        options)
+                        options, program[my_rows])
     code_ok = [p.ok for p in mine.programs]
     test_ok = [x.ok for x in mine.tests]
     if ar.code is None:
