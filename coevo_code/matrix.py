@@ -17,6 +17,17 @@ from .tasks.model import Task
 NOT_RUN = "syntax_error"  # the judge's outcome for a program it could not compile (none ran)
 
 
+class JobRefused(RuntimeError):
+    """The executor answered one problem's job with an error instead of a matrix (a test text
+    no program can read, such as a lone surrogate; a limit it refuses): that problem has no
+    verdicts, and the batch, the evaluation or the training step goes on without it, counting
+    it. The message is one line naming the problem."""
+
+    def __init__(self, problem: str, why: str):
+        super().__init__(f"the executor refused the job of problem {problem}: {why}")
+        self.problem, self.why = problem, why
+
+
 @dataclass
 class ProblemBatch:
     """One problem's k code and k test completions, parsed, and the job that judges them."""
@@ -47,14 +58,14 @@ def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
 
 
 def full_matrix(batch: ProblemBatch, result: dict | None) -> np.ndarray:
-    """The n x (t + m) pass matrix over *all* completions (unparsed rows/columns all False)."""
+    """The n x (t + m) pass matrix over *all* completions (unparsed rows/columns all False);
+    :class:`JobRefused` where the executor answered the job with an error."""
     n, t, m = len(batch.programs), batch.n_gold, len(batch.tests)
     full = np.zeros((n, t + m), dtype=bool)
     if batch.job is None:
         return full
     if result is None or "passed" not in result:
-        why = (result or {}).get("error", "no result")
-        raise RuntimeError(f"the executor gave no matrix for problem {batch.task.id}: {why}")
+        raise JobRefused(batch.task.id, (result or {}).get("error", "no result"))
     shape = (sum(p.ok for p in batch.programs), t + sum(x.ok for x in batch.tests))
     ran = np.asarray(result["passed"], dtype=bool)
     if ran.shape != shape:

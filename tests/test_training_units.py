@@ -277,7 +277,7 @@ def test_native_loader_errors_name_the_record(tmp_path, text, needle):
     f = tmp_path / "p.yaml"
     f.write_text(text)
     with pytest.raises(LoaderError, match=needle.replace("[", r"\[").replace("]", r"\]")):
-        load_tasks("native", str(f))
+        load_tasks("native", str(f), strict=True)
 
 
 # ---- the tiny model's files ----------------------------------------------------------------------
@@ -344,6 +344,71 @@ def test_reward_call_without_trl_scores_a_plain_batch():
     assert out == [1.0, 0.0, 0.0, -1.0]
     assert step.last.metrics["code_acc"] == 0.5 and logged["coevo/code_acc"] == 0.5
     assert step.last.no_signal == [False] * 4
+
+
+def _lazy_surrogate_task(tmp_path):
+    """A CodeContests-schema row whose private test holds a lone surrogate: its tests are
+    decoded only when used, so it loads, and the executor refuses its job."""
+    row = {"name": "surrogate", "description": "Print the number read.",
+           "public_tests": {"input": ["1\n"], "output": ["1\n"]},
+           "private_tests": {"input": ["2\ud800\n", "3\n"], "output": ["2\n", "3\n"]}}
+    path = tmp_path / "cc.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    [task] = load_tasks("codecontests", path)
+    return task
+
+
+def test_a_refused_job_is_a_counted_skip_and_the_step_goes_on(tmp_path, caplog):
+    """Issue 51: a problem whose job the executor answers with an error ended the whole batch
+    (RuntimeError: the executor gave no matrix). Its rows now get no reward, the step counts it
+    (problems_refused) and names it once, and every other problem of the batch is scored."""
+    pytest.importorskip("trl")
+    from coevo_code.training.step import CoevoStep
+    sur = _lazy_surrogate_task(tmp_path)
+    echo = "```python\nprint(input())\n```"
+    rows = [(0, "code", GOOD, 5), (0, "code", WRONG, 5), (0, "test", _t("3\n", "6\n"), 7),
+            (0, "test", _t("2\n", "5\n"), 7),
+            (1, "code", echo, 5), (1, "code", WRONG, 5), (1, "test", _t("7\n", "7\n"), 7),
+            (1, "test", _t("8\n", "9\n"), 7)]
+    step = CoevoStep({"train": [STDIO, sur]}, RewardOptions(), executor_options={"slots": 1})
+    try:
+        with caplog.at_level("WARNING", logger="coevo_code.training.step"):
+            out = step.run(rows, "train")
+            again = step.run(rows, "train")
+    finally:
+        step.close()
+    assert out.rewards[:4] == [1.0, 0.5, 1.0, 0.0]  # the other problem, scored as ever
+    assert out.rewards[4:] == [None] * 4 and out.no_signal[4:] == [True] * 4
+    assert out.metrics["problems"] == 2 and out.metrics["problems_refused"] == 1
+    assert again.metrics["problems_refused"] == 1 and again.rewards == out.rewards
+    named = [r.message for r in caplog.records if "surrogate" in r.message]
+    assert len(named) == 1 and "the executor refused the job of problem surrogate" in named[0]
+    assert "\n" not in named[0]
+
+
+def test_a_generated_test_no_program_can_read_is_an_invalid_test_not_a_refused_job():
+    """A tester's stdio test holding a lone surrogate (a model's JSON "\\ud800") would make the
+    executor refuse the problem's whole job; it is an invalid test instead (ok=False, -1), and
+    the job runs the rest."""
+    b = prepare(STDIO, [GOOD], [_t("3\n", "6\n"), _t("3\ud800\n", "6\n"), _t("1\n", "\udfff")],
+                RewardOptions())
+    assert [x.ok for x in b.tests] == [True, False, False]
+    assert len(b.job["tests"]) == 2 + 1
+    from coevo_code.execution.jobs import parse_job
+    parse_job(b.job)  # the executor takes it
+
+
+def test_evaluation_leaves_a_refused_problem_out_and_scores_the_rest(tmp_path, executor):
+    from coevo_code.evaluation.harness import judge, summarize
+    sur = _lazy_surrogate_task(tmp_path)
+    gens = {(STDIO.id, "code"): [GOOD, WRONG], (STDIO.id, "test"): [_t("3\n", "6\n")],
+            (sur.id, "code"): ["```python\nprint(input())\n```"], (sur.id, "test"): []}
+    refused: list = []
+    problems = judge([STDIO, sur], gens, 2, 1, executor, refused=refused)
+    assert [p.task_id for p in problems] == [STDIO.id]
+    assert refused == [{"task_id": "surrogate", "error": refused[0]["error"]}]
+    assert refused[0]["error"].startswith("the executor refused the job of problem surrogate: ")
+    assert summarize(problems, [(2, 1)], ["cure"], bootstrap=0)["metrics"]["pass@1"] == 0.5
 
 
 def test_the_step_passes_named_rows_and_an_explicit_shared_state():

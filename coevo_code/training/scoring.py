@@ -41,7 +41,7 @@ from ..argv import option
 from ..metrics import TestCounts, best_of_n_accuracy, test_counts
 from ..rewards import (correct_from_gold, cure_code_rewards, cure_length_shaping,
                        cure_test_rewards, group_normalize)
-from ..matrix import ProblemBatch, full_matrix, program_rows
+from ..matrix import JobRefused, ProblemBatch, full_matrix, program_rows
 from ..matrix import prepare as prepare_job
 from ..roles import CODE, TEST
 from ..tasks.model import Task
@@ -103,6 +103,7 @@ class ProblemScore:
     joint_err: np.ndarray | None = None       # 2 x 2 gold error counts, me x peer
     cross_bon: np.ndarray | None = None       # agents x agents best-of-N (solutions x tests)
     family: str | None = None                 # the problem's task family (world), if it has one
+    refused: str | None = None                # the executor refused its job: why (no reward)
 
 
 def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
@@ -126,9 +127,29 @@ def shape_rewards(values: list, lengths: list[int], options: RewardOptions) -> l
 
 
 def score(batch: ProblemBatch, result: dict | None, options: RewardOptions) -> ProblemScore:
-    """Rewards and metric counts of one problem from its executor result."""
-    return score_matrix(batch, full_matrix(batch, result), options,
-                        program_rows(batch, result))
+    """Rewards and metric counts of one problem from its executor result; a job the executor
+    refused gives the problem's rows no reward (:func:`refused_score`), and the step goes on."""
+    try:
+        full = full_matrix(batch, result)
+    except JobRefused as e:
+        return refused_score(batch, str(e))
+    return score_matrix(batch, full, options, program_rows(batch, result))
+
+
+def refused_score(batch: ProblemBatch, why: str, code_lengths=None,
+                  test_lengths=None) -> ProblemScore:
+    """The score of a problem whose job the executor refused: every row without a reward (the
+    trainer drops them, as rows without signal), nothing counted but the refusal (``why``, one
+    line naming the problem) and the parse failures."""
+    return ProblemScore(
+        task_id=batch.task.id, code_rewards=[None] * len(batch.programs),
+        test_rewards=[None] * len(batch.tests), n_solutions=len(batch.programs),
+        n_correct=None, counts=TestCounts(), bon=float("nan"),
+        code_parse_failures=sum(not p.ok for p in batch.programs),
+        test_parse_failures=sum(not x.ok for x in batch.tests),
+        code_lengths=list(batch.code_lengths if code_lengths is None else code_lengths),
+        test_lengths=list(batch.test_lengths if test_lengths is None else test_lengths),
+        cells=0, family=_family(batch.task), refused=why)
 
 
 def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
