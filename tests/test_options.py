@@ -240,7 +240,7 @@ def test_the_training_config_is_the_execution_and_reward_options():
     assert not own & {f.name for f in dataclasses.fields(ExecutionOptions)}
     assert not own & {f.name for f in dataclasses.fields(RewardOptions)}
     assert RewardOptions() == RewardOptions(max_gold_tests=8, post_stage=False,
-                                            code_all_passed=False, length_shaping=False,
+                                            wrong_programs_only=True, code_all_passed=False, length_shaping=False,
                                             min_len=1000, max_len=8000, bon_n=4, bon_m=4,
                                             label_source="gold", label_threshold=0.5,
                                             label_judge="tests")

@@ -146,6 +146,9 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
                                              "date kept (YYYY-MM-DD, included)")
     tasks_platform: str | None = _lock(None, "livecodebench training problems: leetcode, atcoder "
                                              "and/or codeforces (comma-separated)")
+    tasks_strict: bool = _lock(False, "a row of tasks or eval_tasks the loader cannot use ends "
+                                      "the start with its one-line error (default: skipped and "
+                                      "counted in the load report)")
     eval_tasks: str | None = _lock(None, "labelled evaluation problems scored every eval_steps")
     eval_tasks_path: str | None = _lock(None, "local file of the evaluation problems")
     eval_tasks_split: str | None = _lock(None, "split of the evaluation dataset")

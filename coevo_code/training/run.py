@@ -71,13 +71,15 @@ def _load(name, path, split, limit, seed, what, need_gold: bool = True,
           **selection) -> list[Task]:
     """``selection``: the loader's own options (livecodebench: release, start_date, end_date,
     platform), those set only."""
-    options = {k: v for k, v in selection.items() if v not in (None, "")}
+    options = {k: v for k, v in selection.items() if v not in (None, "", False)}
     if split:
         options["split"] = split
     try:
         ts = load_tasks(name, path, **options)
     except LoaderError as e:
         raise LoaderError(f"{what}: {e}") from None
+    if ts.skipped:  # the rest loads; the run says what it left out
+        print(f"{what}: {ts.summary()}", file=sys.stderr)
     tasks = [t for t in ts if t.tests or not need_gold]
     if not tasks:
         raise LoaderError(f"{what}: {ts.summary()}: no problem has a gold test")
@@ -87,8 +89,9 @@ def _load(name, path, split, limit, seed, what, need_gold: bool = True,
 def _selection(config: CoevoConfig, prefix: str) -> dict:
     """The benchmark selection fields of one data set (``tasks_release`` ... ``tasks_platform``)
     as loader options."""
-    return {k: getattr(config, f"{prefix}_{k}", None)
-            for k in ("release", "start_date", "end_date", "platform")}
+    return {**{k: getattr(config, f"{prefix}_{k}", None)
+               for k in ("release", "start_date", "end_date", "platform")},
+            "strict": config.tasks_strict}
 
 
 def shown_tasks(tasks: list[Task], problem_field: str | None) -> list[Task]:

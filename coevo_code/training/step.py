@@ -19,6 +19,7 @@ effect besides the exchange of a pair).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -37,6 +38,9 @@ from .joint import prepare_joint, score_joint
 from .scoring import ProblemScore, RewardOptions, prepare, score
 from .step_metrics import batch_metrics
 from .sharding import Sharding
+
+log = logging.getLogger(__name__)
+
 
 class Row(NamedTuple):
     """One completion of a generation batch (the reward function's columns)."""
@@ -167,6 +171,7 @@ class CoevoStep:
         self.calls: deque = deque(maxlen=self.KEEP_CALLS)
         self._executor = None
         self._calls_at_step: dict = {}
+        self._refused: set = set()  # problems whose refused job was reported already
 
     @property
     def label_free(self) -> bool:
@@ -182,6 +187,10 @@ class CoevoStep:
             items, split, lambda rows: self.score_rows(rows, split, global_step),
             whole=joint, lockstep=self.lockstep)
         rewards, scores, phases = scored.rewards, scored.scores, dict(scored.phases)
+        for s in scores:  # the step goes on without them; each is named once per run
+            if s.refused is not None and s.task_id not in self._refused:
+                self._refused.add(s.task_id)
+                log.warning("%s (its rows get no reward; problems_refused counts it)", s.refused)
         if split == "train":  # the logged metrics stay the real ones
             roles = [x.role for x in items]
             rewards = trained_roles(rewards, roles, self.train_roles)

@@ -18,7 +18,7 @@ METRIC_KEYS = (
     "code_acc", "ut_acc", "p01", "p00", "mu", "bon_acc",
     "reward_code_mean", "reward_code_std", "reward_test_mean", "reward_test_std",
     "parse_fail_code", "parse_fail_test", "len_code_mean", "len_test_mean",
-    "test_rows_no_signal", "problems", "exec_cells", "exec_cells_per_s",
+    "test_rows_no_signal", "problems", "problems_refused", "exec_cells", "exec_cells_per_s",
     "labelled", "vote_agreement", "agreement", "pseudo_label_acc", "pseudo_label_kappa", "kappa")
 # lists of lists and a dict, in metrics.jsonl only
 MATRIX_KEYS = ("joint_errors", "cross_bon", "pseudo_label_by_family")
@@ -46,7 +46,8 @@ def batch_metrics(scores: Sequence[ProblemScore], exec_seconds: float = 0.0) -> 
 
     code_acc: share of all solutions passing every gold test; ut_acc, p01, p00, mu: pooled over
     problems with a correct solution (CURE Sec. 3.1, Theorem 3.1); bon_acc: best-of-N(n, m) with
-    the generated tests (CURE's (4, 4) by default), mean over problems with gold tests.
+    the generated tests (CURE's (4, 4) by default), mean over problems with gold tests;
+    problems_refused: problems whose job the executor refused (their rows have no reward).
     """
     counts = TestCounts()
     for s in scores:
@@ -74,7 +75,8 @@ def batch_metrics(scores: Sequence[ProblemScore], exec_seconds: float = 0.0) -> 
         "len_code_mean": float(np.mean(code_len)) if code_len else None,
         "len_test_mean": float(np.mean(test_len)) if test_len else None,
         "test_rows_no_signal": (sum(r is None for r in tests) / n_test) if n_test else None,
-        "problems": len(scores), "exec_cells": cells,
+        "problems": len(scores), "problems_refused": sum(s.refused is not None for s in scores),
+        "exec_cells": cells,
         "exec_cells_per_s": cells / exec_seconds if cells and exec_seconds > 0 else None,
     }
     out.update(_label_metrics(scores))
