@@ -386,29 +386,11 @@ def test_tester_as_reward_model(local, tmp_path):
 
 
 def _verl_sandbox_fusion():
-    """veRL's own SandboxFusion reward helper (``verl/utils/reward_score/sandbox_fusion``),
-    loaded from its files: ``import verl`` pulls veRL's DataProto (ray, tensordict) in, the helper
-    itself needs only requests. Found through an installed veRL (located without importing it)
-    or ``COEVO_VERL_DIR`` (a veRL source tree's ``verl`` folder)."""
-    import importlib.util
-    root = os.environ.get("COEVO_VERL_DIR")
-    if not root:
-        try:
-            spec = importlib.util.find_spec("verl")
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        root = list(spec.submodule_search_locations)[0]
-    pkg = Path(root) / "utils" / "reward_score" / "sandbox_fusion"
-    if not (pkg / "__init__.py").is_file():
-        return None
-    spec = importlib.util.spec_from_file_location(
-        "verl_sandbox_fusion", pkg / "__init__.py", submodule_search_locations=[str(pkg)])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["verl_sandbox_fusion"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    """veRL's own SandboxFusion reward helper, loaded from its files (``import verl`` pulls
+    veRL's DataProto, ray and tensordict, in; the helper needs only requests): an installed veRL
+    or ``COEVO_VERL_DIR``."""
+    from coevo_code.serve.trainer_clients import load_verl_sandbox_fusion
+    return load_verl_sandbox_fusion()
 
 
 def test_verl_sandbox_fusion_reward_helper(server):
