@@ -230,6 +230,7 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
                             f"{opts.max_body_bytes}", "too_large")
         scan = JSONBounds(opts.json_depth, opts.json_width, opts.json_items)
         chunks: list[bytes] = []
+        refused: list[HTTPError] = []
 
         async def receive_all():
             got = 0
@@ -238,22 +239,30 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
                 if got > opts.max_body_bytes:
                     raise HTTPError(413, f"the body exceeds {opts.max_body_bytes} bytes",
                                     "too_large", {"Connection": "close"})
+                if refused:     # the rest of a refused body: read and dropped, so that its
+                    continue    # client, still sending, can read the answer
                 try:   # the bounds as it streams in: a body over them is never parsed
                     if len(chunk) > 16384:   # a large chunk: off the event loop
                         await asyncio.to_thread(scan.feed, chunk)
                     else:
                         scan.feed(chunk)
                 except JSONBoundError as e:
-                    raise HTTPError(413, str(e), "too_large", {"Connection": "close"}) from None
+                    refused.append(HTTPError(413, str(e), "too_large", {"Connection": "close"}))
+                    chunks.clear()
+                    continue
                 chunks.append(chunk)
 
         try:
             await asyncio.wait_for(receive_all(), opts.body_timeout_s)
         except asyncio.TimeoutError:
+            if refused:
+                raise refused[0] from None
             raise HTTPError(408, f"the body was not sent within {opts.body_timeout_s:g} s",
                             "slow_body", {"Connection": "close"}) from None
         except ClientDisconnect:
             raise _ClientGone() from None
+        if refused:
+            raise refused[0]
         body = b"".join(chunks)
         del chunks[:]
         try:
