@@ -5,6 +5,7 @@
                                     [--kill-every S]
     python benchmarks/serve.py clients [--concurrency 64] [--server-src DIR]
     python benchmarks/serve.py flood [--copies 1 4] [--server-src DIR]
+    python benchmarks/serve.py slowbody [--every 5] [--wait 60] [--server-src DIR]
 
 ``bench``: a server (``coevo serve --exec_slots N``, a child process on 127.0.0.1) and an in-process
 ``Executor(slots=N)`` (the baseline) run the same cells, one after the other, repeat after repeat:
@@ -33,6 +34,9 @@ status.
 ``flood``: bodies of 32.7 MB of ``[{},{},...]`` (under the 32 MiB body limit), one and then four
 at once: the server's RSS before and at its peak, the slowest ``/v1/ping`` meanwhile (one every
 50 ms), and how each body was answered.
+
+``slowbody``: a client that sends an ``/execute`` body one byte every ``--every`` seconds: when
+and how the server answered it, if at all within ``--wait`` seconds (the server at its defaults).
 
 ``--server-src DIR`` runs the server from another checkout's source (``git archive COMMIT | tar
 -x -C DIR``), for the figures before a change; the clients are this checkout's.
@@ -348,6 +352,38 @@ def flood(args) -> dict:
     return figs
 
 
+def slowbody(args) -> dict:
+    import socket
+    body = json.dumps([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])
+    with _server(args, ["--exec_slots", "1"]) as srv:
+        host, port = srv.url.rsplit("/", 1)[-1].split(":")
+        s = socket.create_connection((host, int(port)))
+        s.sendall(f"POST /execute HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json"
+                  f"\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        t0 = time.monotonic()
+        answer, sent = b"", 0
+        while time.monotonic() - t0 < args.wait and sent < len(body):
+            try:
+                s.sendall(body[sent:sent + 1].encode())
+            except OSError:
+                break
+            sent += 1
+            s.settimeout(args.every)
+            try:
+                got = s.recv(65536)
+                answer += got
+                if not got or b"\r\n\r\n" in answer:
+                    break
+            except socket.timeout:
+                pass
+        seconds = time.monotonic() - t0
+        s.close()
+    first = answer.split(b"\r\n")[0].decode("latin-1") or "no answer"
+    print(f"\nbyte every {args.every:g} s: {first} after {seconds:.1f} s ({sent} bytes sent)")
+    return {"every_s": args.every, "answer": first, "seconds": seconds, "bytes_sent": sent,
+            "server_src": args.server_src}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -370,8 +406,13 @@ def main() -> int:
     f = sub.add_parser("flood")
     f.add_argument("--copies", type=int, nargs="+", default=[1, 4])
     f.add_argument("--server-src", default=None, help="run the server from this source tree")
+    sb = sub.add_parser("slowbody")
+    sb.add_argument("--every", type=float, default=5.0)
+    sb.add_argument("--wait", type=float, default=90.0)
+    sb.add_argument("--server-src", default=None, help="run the server from this source tree")
     args = p.parse_args()
-    figs = {"bench": bench, "load": load, "clients": clients, "flood": flood}[args.cmd](args)
+    figs = {"bench": bench, "load": load, "clients": clients, "flood": flood,
+            "slowbody": slowbody}[args.cmd](args)
     print(json.dumps(figs, indent=1, default=float))
     return 0
 
