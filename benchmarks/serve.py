@@ -6,6 +6,7 @@
     python benchmarks/serve.py clients [--concurrency 64] [--server-src DIR]
     python benchmarks/serve.py flood [--copies 1 4] [--server-src DIR]
     python benchmarks/serve.py slowbody [--every 5] [--wait 60] [--server-src DIR]
+    python benchmarks/serve.py waiting [--requests 2000]
 
 ``bench``: a server (``coevo serve --exec_slots N``, a child process on 127.0.0.1) and an in-process
 ``Executor(slots=N)`` (the baseline) run the same cells, one after the other, repeat after repeat:
@@ -37,6 +38,10 @@ at once: the server's RSS before and at its peak, the slowest ``/v1/ping`` meanw
 
 ``slowbody``: a client that sends an ``/execute`` body one byte every ``--every`` seconds: when
 and how the server answered it, if at all within ``--wait`` seconds (the server at its defaults).
+
+``waiting``: ``--requests`` OpenRLHF-shaped reward requests (1.7 KB each) sent at once while a
+slow one holds the only reward slot (``--max_pending_rewards 1``): the server's RSS before and
+with them all waiting (what a waiting request costs), then each one's answer.
 
 ``--server-src DIR`` runs the server from another checkout's source (``git archive COMMIT | tar
 -x -C DIR``), for the figures before a change; the clients are this checkout's.
@@ -384,6 +389,60 @@ def slowbody(args) -> dict:
             "server_src": args.server_src}
 
 
+def waiting(args) -> dict:
+    import socket
+    import threading
+
+    import httpx
+    import psutil
+    label = {"kind": "stdio", "tests": [{"input": "", "output": "1\n"}]}
+    slow = {"completions": ["```python\nimport time\ntime.sleep(8)\nprint(1)\n```"],
+            "labels": [label]}
+    prompt = "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
+    body = json.dumps({"query": [prompt + "```python\nprint(1)\n```" + " " * 1500],
+                       "prompts": [prompt], "labels": [json.dumps(label)]}).encode()
+    with ServeProcess(["--exec_slots", "1", "--max_pending_rewards", "1",
+                       "--max_wall_limit", "20"]) as srv:
+        host, port = srv.url.rsplit("/", 1)[-1].split(":")
+        proc = psutil.Process(srv.pid)
+        t = threading.Thread(target=lambda: httpx.post(srv.url + "/reward", json=slow,
+                                                       timeout=120))
+        t.start()
+        time.sleep(1)
+        rss0 = proc.memory_info().rss
+        socks = []
+        for _ in range(args.requests):
+            c = socket.create_connection((host, int(port)))
+            c.sendall(f"POST /reward HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/"
+                      f"json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            socks.append(c)
+        time.sleep(2)
+        counted = httpx.get(srv.url + "/health").json()["waiting_requests"]
+        rss1 = proc.memory_info().rss
+        t0 = time.monotonic()
+        right = 0
+        for c in socks:
+            c.settimeout(300)
+            data = b""
+            while b"rewards" not in data:
+                got = c.recv(4096)
+                if not got:
+                    break
+                data += got
+            right += b'"rewards":[1.0]' in data
+            c.close()
+        seconds = time.monotonic() - t0
+        t.join()
+    figs = {"requests": args.requests, "body_bytes": len(body), "waiting_counted": counted,
+            "rss_before_mib": rss0 / 2**20, "rss_waiting_mib": rss1 / 2**20,
+            "kib_each": (rss1 - rss0) / args.requests / 1024, "answered_right": right,
+            "seconds": seconds}
+    print(f"\n{args.requests} waiting ({counted} counted by /health): RSS {rss0 / 2**20:.1f} -> "
+          f"{rss1 / 2**20:.1f} MiB, {figs['kib_each']:.1f} KiB each; then {right} answered "
+          f"with the right reward in {seconds:.1f} s")
+    return figs
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -410,9 +469,11 @@ def main() -> int:
     sb.add_argument("--every", type=float, default=5.0)
     sb.add_argument("--wait", type=float, default=90.0)
     sb.add_argument("--server-src", default=None, help="run the server from this source tree")
+    wa = sub.add_parser("waiting")
+    wa.add_argument("--requests", type=int, default=2000)
     args = p.parse_args()
     figs = {"bench": bench, "load": load, "clients": clients, "flood": flood,
-            "slowbody": slowbody}[args.cmd](args)
+            "slowbody": slowbody, "waiting": waiting}[args.cmd](args)
     print(json.dumps(figs, indent=1, default=float))
     return 0
 
