@@ -60,7 +60,8 @@ class ServeLimits:
     max_jobs: int = option(4096, "jobs per /execute request, malformed ones included")
     max_response_mb: float = option(64.0, "outputs a request may ask back (return_outputs: 64 "
                                           "KiB per cell counted)")
-    queue_response_mb: float = option(512.0, "the same over every queued request, then 429")
+    queue_response_mb: float = option(512.0, "the same over every queued request (more wait "
+                                               "their turn)")
     max_reward_items: int = option(4096, "completions per reward request")
     max_query_chars: int = option(1 << 20, "characters of one reward query or completion")
     max_pending_rewards: int = option(256, "reward requests scored at once (more wait their "
