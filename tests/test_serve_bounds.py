@@ -316,3 +316,42 @@ def test_memory_budget_waits_requests_before_their_bodies_are_read():
         t.join()
         assert out["r"].json()["results"][0]["passed"] == [[True]]
 
+
+
+def test_requests_waiting_their_turn_get_503_at_shutdown():
+    """SIGTERM while a reward request waits for the one slot: it is answered 503 at once (it
+    would otherwise wait for a turn that never comes); the one being scored is answered within
+    the grace; the server exits 0."""
+    import os
+    import signal
+    label = {"kind": "stdio", "tests": [{"input": "", "output": "1\n"}], "time_limit_s": 8}
+    slow = "```python\nimport time\ntime.sleep(4)\nprint(1)\n```"
+    with ServeProcess(["--exec_slots", "1", "--max_pending_rewards", "1", "--grace", "10",
+                       "--max_wall_limit", "10"]) as s:
+        out, when = {}, {}
+
+        def post(key, text):
+            out[key] = httpx.post(s.url + "/reward", json={"completions": [text],
+                                                           "labels": [label]}, timeout=60)
+            when[key] = time.monotonic()
+
+        threads = [threading.Thread(target=post, args=("slow", slow))]
+        threads[0].start()
+        deadline = time.monotonic() + 20
+        while httpx.get(s.url + "/health").json()["queue_requests"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        threads.append(threading.Thread(target=post, args=("waiting", "print(1)")))
+        threads[1].start()
+        while httpx.get(s.url + "/health").json()["waiting_requests"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        t0 = time.monotonic()
+        os.kill(s.pid, signal.SIGTERM)
+        for t in threads:
+            t.join(30)
+        assert out["waiting"].status_code == 503, out["waiting"].text
+        assert out["waiting"].json()["error"] == "the server is shutting down"
+        assert when["waiting"] - t0 < 1.5
+        assert out["slow"].status_code == 200 and out["slow"].json()["rewards"] == [1.0]
+        assert s.proc.wait(30) == 0

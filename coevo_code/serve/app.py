@@ -91,12 +91,22 @@ def body_cost(length: int, json_items: int) -> int:
 class Gate:
     """A budget shared first come, first served (on the event loop): ``await acquire(n,
     deadline)`` takes ``n`` when every earlier waiter has had its share and ``n`` is free;
-    raises :class:`asyncio.TimeoutError` at ``deadline`` (``time.monotonic()``) otherwise."""
+    raises :class:`asyncio.TimeoutError` at ``deadline`` (``time.monotonic()``) otherwise, and
+    :class:`ShuttingDown` once :meth:`close` is called."""
 
     def __init__(self, capacity: int):
         self.capacity = self.free = capacity
         self._waiters: collections.deque = collections.deque()
         self.waited = 0   # acquisitions that had to wait, ever
+        self.closed = False
+
+    def close(self) -> None:
+        """Every waiter, and every later acquire, gets :class:`ShuttingDown`."""
+        self.closed = True
+        while self._waiters:
+            _, fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_exception(ShuttingDown("the server is shutting down"))
 
     @property
     def waiting(self) -> int:
@@ -104,6 +114,8 @@ class Gate:
 
     async def acquire(self, n: int, deadline: float) -> int:
         n = min(n, self.capacity)     # one request alone always fits
+        if self.closed:
+            raise ShuttingDown("the server is shutting down")
         if not self._waiters and self.free >= n:
             self.free -= n
             return n
@@ -114,7 +126,7 @@ class Gate:
         try:
             await asyncio.wait_for(asyncio.shield(fut), max(0.0, deadline - time.monotonic()))
         except BaseException:
-            if fut.done() and not fut.cancelled():
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
                 self.release(n)          # granted at the moment it timed out
             else:
                 fut.cancel()
@@ -213,6 +225,8 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
     async def take(gate: Gate, n: int, deadline: float, endpoint: str, what: str) -> int:
         try:
             return await gate.acquire(n, deadline)
+        except ShuttingDown as e:
+            raise shutting_down(str(e)) from None
         except asyncio.TimeoutError:
             raise overloaded(endpoint, f"the server is busy: no {what} freed up before this "
                              "request's deadline (nothing of it ran); retry",
@@ -512,12 +526,17 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
             return
         state["closing"] = True
         state["deadline"] = time.monotonic() + opts.grace_s
+        loop = state.get("loop")
+        if loop is not None:   # requests waiting for their turn: 503 now (from the loop's thread)
+            loop.call_soon_threadsafe(budget.close)
+            loop.call_soon_threadsafe(reward_slots.close)
         timer = threading.Timer(opts.grace_s, dispatcher.abort)
         timer.daemon = True
         timer.start()
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        state["loop"] = asyncio.get_running_loop()
         yield
         begin_shutdown()  # a shutdown without a signal (tests, an embedding)
         left = max(0.0, state["deadline"] - time.monotonic())
