@@ -146,7 +146,8 @@ OLD_DEFAULTS = {
                   max_memory_mb=2048, max_output_mb=16.0, max_cells=100_000, max_body_mb=32.0,
                   max_jobs=4096, max_response_mb=64.0, queue_response_mb=512.0,
                   max_reward_items=4096, max_query_chars=1 << 20, max_pending_rewards=256,
-                  max_connections=1024, tester_max_new=8, tester_max_inline=1024,
+                  # 1,024 until issue 51: it must hold a rollout's reward requests in flight
+                  max_connections=8192, tester_max_new=8, tester_max_inline=1024,
                   queue_cells=1_000_000, queue_requests=1024, grace=30.0),
 }
 EXECUTION_DEFAULTS = dict(exec_slots=None, exec_allow_unsafe=False, exec_launcher="auto",
