@@ -219,7 +219,7 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
                                                  "float32, 0.5 in half precision)")
     vllm_sync_max_logprob_diff: float | None = _f(None, "with use_vllm: stop when the probe "
                                                         "tokens' log-probabilities differ by more "
-                                                        "on average (default: 2e-3 in float32, "
+                                                        "on average (default: 3e-3 in float32, "
                                                         "0.1 in half precision)")
     vllm_cpu_kvcache_gib: int = _f(1, "with use_vllm on CPU: GiB of memory for vLLM's KV cache "
                                       "(VLLM_CPU_KVCACHE_SPACE, unless set; vLLM's own default "

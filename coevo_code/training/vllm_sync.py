@@ -27,11 +27,11 @@ step. Thresholds by the policy's dtype (``vllm_sync_min_agree`` / ``vllm_sync_ma
 override them):
 
 - float32 (CPU): every probe agrees (near-tie margin 0.05) and the mean difference is at most
-  2e-3. Measured on the tiny model, default run, probe prompts of 98 to 157 tokens: synced, the
-  mean is 5.5e-4 to 6.6e-4 (the largest single difference 0.014 to 0.025, at tokens of
-  probability around one half: vLLM's CPU kernels and torch's round differently over a long
-  context; on 20-token prompts the two agree to 1e-5); one sync skipped after one step of the
-  default learning rate, the mean is 5.0e-3 (largest 0.18).
+  3e-3. Measured on the tiny model, probe prompts of 98 to 157 tokens: through the 90 steps of
+  the default run, synced, the mean stays between 3e-4 and 9.8e-4 (the largest single difference
+  up to 0.043, at tokens of probability around one half: vLLM's CPU kernels and torch round
+  differently over a long context; on 20-token prompts the two agree to 1e-5); one sync skipped
+  after one step of the default learning rate, the mean is 5.0e-3 (largest 0.18).
 - bfloat16 / float16 (GPU): at least half the probes agree (near-tie margin 0.5) and the mean
   difference is at most 0.1. Two kernels' bf16 rounding flips near-ties and moves
   log-probabilities by a few hundredths on average, so exact agreement cannot be asked for; a
@@ -51,7 +51,7 @@ import torch
 # by the policy's dtype (see the docstring): the least share of probes that agree, the largest
 # mean |delta log p| of a probe token, and the near-tie margin within which either engine's
 # greedy choice counts as agreeing
-THRESHOLDS = {torch.float32: (1.0, 2e-3, 0.05), torch.float64: (1.0, 2e-3, 0.05)}
+THRESHOLDS = {torch.float32: (1.0, 3e-3, 0.05), torch.float64: (1.0, 3e-3, 0.05)}
 HALF_THRESHOLDS = (0.5, 0.1, 0.5)
 SYNC_KEYS = ("vllm_sync_agree", "vllm_sync_logprob_diff", "vllm_sync_logprob_diff_max")
 
