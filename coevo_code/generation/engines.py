@@ -155,6 +155,9 @@ class VLLMEngine(Engine):
             raise EngineError(f"model {model!r}: its tokenizer has no chat template")
         self.params = SamplingParams
         self.sampling = sampling
+        # vLLM's CPU sampler cannot seed a request of its own ("CPU Generator does not use
+        # offset"): there the engine's seed (above) makes the draws reproducible
+        self.request_seed = vllm_platform() != "cpu"
 
     def generate(self, conversations, n, progress=None):
         from vllm.inputs import TokensPrompt
@@ -162,7 +165,8 @@ class VLLMEngine(Engine):
         greedy = not s.temperature
         params = self.params(n=n, temperature=s.temperature or 0.0,
                              top_p=1.0 if greedy else s.top_p, max_tokens=s.max_tokens,
-                             seed=s.seed, skip_special_tokens=True)
+                             seed=s.seed if self.request_seed and not greedy else None,
+                             skip_special_tokens=True)
         prompts = []
         for c in conversations:
             text = self.tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True)

@@ -144,6 +144,13 @@ class CoevoTrainer(GRPOTrainer):
         self._n_train = n_train
         extra = list(reward_funcs or [])
         args_ = kwargs.get("args")
+        if (getattr(args_, "use_vllm", False) and args_.vllm_mode == "colocate"
+                and int(os.environ.get("WORLD_SIZE", "1")) <= 1
+                and not torch.distributed.is_initialized()):
+            # a lone process's engine opens a process group of one on MASTER_PORT, which
+            # accelerate sets to 29500 on CPU: the agents of a pair would collide there; "0"
+            # has TRL pick a free port
+            os.environ["MASTER_PORT"] = "0"
         if getattr(args_, "use_vllm", False) and not torch.cuda.is_available():
             if args_.vllm_mode == "server":
                 raise ValueError("--vllm_mode server needs a CUDA device: TRL syncs the "

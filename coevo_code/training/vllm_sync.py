@@ -28,10 +28,11 @@ override them):
 
 - float32 (CPU): every probe agrees (near-tie margin 0.05) and the mean difference is at most
   3e-3. Measured on the tiny model, probe prompts of 98 to 157 tokens: through the 90 steps of
-  the default run, synced, the mean stays between 3e-4 and 9.8e-4 (the largest single difference
-  up to 0.043, at tokens of probability around one half: vLLM's CPU kernels and torch round
-  differently over a long context; on 20-token prompts the two agree to 1e-5); one sync skipped
-  after one step of the default learning rate, the mean is 5.0e-3 (largest 0.18).
+  the default run, synced, the mean stays between 1.5e-4 and 9.8e-4 (median 4.0e-4; the
+  largest single difference up to 0.043, at tokens of probability around one half: vLLM's CPU
+  kernels and torch round differently over a long context; on 20-token prompts the two agree
+  to 1e-5); one sync skipped after one step of the default learning rate, the mean is 5.0e-3
+  (largest 0.18).
 - bfloat16 / float16 (GPU): at least half the probes agree (near-tie margin 0.5) and the mean
   difference is at most 0.1. Two kernels' bf16 rounding flips near-ties and moves
   log-probabilities by a few hundredths on average, so exact agreement cannot be asked for; a
@@ -197,8 +198,8 @@ class SyncCheck:
         t = self.trainer
         if result.agree < self.min_agree or result.logprob_diff > self.max_logprob_diff:
             raise WeightSyncError(
-                f"step {t.state.global_step}: vLLM does not sample from the policy's weights "
-                f"after the weight sync: {result.agree:.2f} of {len(self.prompts)} probes "
+                f"after step {t.state.global_step}: vLLM does not sample from the policy's "
+                f"weights after the weight sync: {result.agree:.2f} of {len(self.prompts)} probes "
                 f"agree (at least {self.min_agree:g} wanted), log-probabilities "
                 f"{result.logprob_diff:.2e} apart on average (at most "
                 f"{self.max_logprob_diff:g}; largest {result.logprob_diff_max:.2e})")
