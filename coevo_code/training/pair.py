@@ -91,8 +91,9 @@ def _overrides(argv: list[str]) -> dict:
             for name, value in pairs}
 
 
-def load_pair(config_file: str, argv: list[str]) -> Pair:
-    """Read a pair config (plus command-line overrides for every agent) into agent configs."""
+def load_pair(config_file: str, argv: list[str], smoke: bool = False) -> Pair:
+    """Read a pair config (plus command-line overrides for every agent) into agent configs;
+    ``smoke``: shrunk to run here first (:func:`.smoke.apply_pair`), the overrides still win."""
     try:
         base = yaml.safe_load(Path(config_file).read_text()) or {}
     except yaml.YAMLError as e:
@@ -101,6 +102,10 @@ def load_pair(config_file: str, argv: list[str]) -> Pair:
     if not isinstance(agents, list) or not agents:
         raise PairError(f"--config {config_file}: `agents:` must list the agents")
     over = _overrides(argv)
+    if smoke:
+        from .smoke import apply_pair
+        base = apply_pair(base, given=over)
+        agents = base["agents"]
     common = {k: v for k, v in base.items() if k != "agents"}
     common.update(over)
     out = Path(common.get("output_dir") or os.path.join(
