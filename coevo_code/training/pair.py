@@ -289,7 +289,14 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
     procs: dict[str, subprocess.Popen] = {}
     logs = {}
     for a in pair.agents:
-        env = _agent_env(a, {"COEVO_EXCHANGE": f"127.0.0.1:{store.port}"})
+        extra = {"COEVO_EXCHANGE": f"127.0.0.1:{store.port}"}
+        if int(a.launch.get("num_processes", 1)) == 1 and not a.launch.get("accelerate_config"):
+            # a port of its own for the rendezvous of a one-process agent's colocated vLLM
+            # (TRL's choice prefers 29500 when it looks free: agents started together both
+            # took it, and the second failed with EADDRINUSE); torchrun and accelerate set
+            # their own
+            extra["MASTER_PORT"] = str(_free_port())
+        env = _agent_env(a, extra)
         logs[a.name] = out / a.name / "agent.log"
         with open(logs[a.name], "a") as log:
             procs[a.name] = subprocess.Popen(_command(a, resume), stdout=log,
