@@ -174,6 +174,14 @@ def end_worker(code: int = 0) -> None:
     import atexit
 
     import torch.distributed as dist
+    vllm_state = sys.modules.get("vllm.distributed.parallel_state")
+    if (vllm_state is not None and vllm_state.model_parallel_is_initialized()
+            and dist.is_available() and dist.is_initialized()):
+        # a colocated vLLM engine (use_vllm) made sub-groups of this process group; its exit
+        # hook destroys them, which fails once the default group is gone ("Invalid process
+        # group specified", a traceback after every multi-process vLLM run). vLLM's own
+        # teardown destroys its groups, then the default group; its hook then finds none
+        vllm_state.cleanup_dist_env_and_memory()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
     atexit._run_exitfuncs()
