@@ -36,12 +36,8 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 HERE = Path(__file__).resolve().parent
 # vLLM's CPU backend compiles the model with inductor at start-up (about 40 s on 2 cores);
 # VLLM_CPU_CI_ENV, vLLM's own switch for its CPU CI, traces it with dynamo and runs it eagerly.
-# vllm_dtype_shim gives TRL's engine the policy's float32 (see its docstring: until the trainer
-# passes the dtype, vLLM runs a float32 checkpoint in bfloat16 on CPU)
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_CI_ENV": "1",
-       "TRL_EXPERIMENTAL_SILENCE": "1",
-       "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE / "vllm_dtype_shim"),
-                                                   os.environ.get("PYTHONPATH")]))}
+       "TRL_EXPERIMENTAL_SILENCE": "1"}
 # fields the check compares between the recipe and the run's resolved config
 KEPT = ("use_vllm", "vllm_mode", "loss_type", "beta", "temperature", "length_shaping",
         "label_source", "label_threshold", "post_stage", "curriculum", "keep_best",

@@ -34,12 +34,14 @@ from coevo_code.roles import tester_messages as _tester_messages  # not a test
 from coevo_code.tasks import load_tasks
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
-FP32_MAX_DIFF = 3e-3  # the check's float32 threshold (training/vllm_sync.py)
+FP32_MAX_DIFF = 1e-4  # the check's float32 threshold (training/vllm_sync.py)
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent.parent / "shared" / "data"
+# VLLM_CPU_CI_ENV: vLLM's own switch for its CPU CI, which skips the inductor compile at engine
+# start (about 40 s on 2 cores)
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(HERE.parent),
-           TRL_EXPERIMENTAL_SILENCE="1")
+           TRL_EXPERIMENTAL_SILENCE="1", VLLM_CPU_CI_ENV="1")
 GREEDY = Sampling(temperature=0.0, max_tokens=64, seed=0)
 
 

@@ -216,11 +216,11 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
     vllm_sync_probe_tokens: int = _f(32, "with use_vllm: greedy tokens per probe")
     vllm_sync_min_agree: float | None = _f(None, "with use_vllm: stop when fewer probes than this "
                                                  "share complete identically (default: 1.0 in "
-                                                 "float32, 0.5 in half precision)")
+                                                 "float32, 0.75 in half precision)")
     vllm_sync_max_logprob_diff: float | None = _f(None, "with use_vllm: stop when the probe "
                                                         "tokens' log-probabilities differ by more "
-                                                        "on average (default: 3e-3 in float32, "
-                                                        "0.1 in half precision)")
+                                                        "on average (default: 1e-4 in float32, "
+                                                        "1e-2 in half precision)")
     vllm_cpu_kvcache_gib: int = _f(1, "with use_vllm on CPU: GiB of memory for vLLM's KV cache "
                                       "(VLLM_CPU_KVCACHE_SPACE, unless set; vLLM's own default "
                                       "takes 90% of the machine's memory)")
