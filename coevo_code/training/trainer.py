@@ -185,6 +185,10 @@ class CoevoTrainer(GRPOTrainer):
                                  "server's weights over NCCL; on CPU use --vllm_mode colocate")
             # vLLM's CPU backend otherwise reserves 90% of the machine's memory for its KV cache
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(args_.vllm_cpu_kvcache_gib))
+            # and, colocated, binds this process's OpenMP threads to the cores it picks for
+            # itself (one per physical core, one core held back), after which torch_threads no
+            # longer applies: the trainer keeps its own threads unless the user binds them
+            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         with _engine_in_policy_dtype(self, getattr(args_, "use_vllm", False)
                                      and args_.vllm_mode == "colocate"):
             super().__init__(*args, reward_funcs=[self.coevo_reward, *extra], **kwargs)
