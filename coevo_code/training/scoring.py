@@ -16,6 +16,11 @@ Per problem (CURE, arXiv:2506.03136, Sec. 3; the core's ``rewards`` module):
   (code 0, test -1); a problem with no gold test gives its code rows no reward (None); a problem
   whose gold tests no solution passes gives its test rows no reward (None): the trainer drops those
   rows from the loss, as CURE drops them from its batch;
+- cells the harness lost (``sandbox_error`` after the executor's re-run on a fresh judge: a
+  judge, container or node lost twice) are no verdict: the rows whose reward one of them could
+  have changed get None, and every other row exactly what it would get had nothing been lost
+  (:func:`lost_rows`); the metrics leave those cells out, and count them
+  (``ProblemScore.sandbox_errors``, ``code_masked``, ``test_masked``);
 - optional CURE length shaping (long chain-of-thought): the raw rewards of each (problem, role)
   group are group-normalised with CURE's ``normalize_reward`` (all-ones groups kept) and
   ``cure_length_shaping`` is applied; the values returned are then CURE's advantages, which TRL
@@ -29,7 +34,7 @@ is here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -39,7 +44,7 @@ from ..argv import option
 from ..metrics import TestCounts, best_of_n_accuracy, test_counts
 from ..rewards import (correct_from_gold, cure_code_rewards, cure_length_shaping,
                        cure_test_rewards, group_normalize)
-from ..matrix import ProblemBatch, full_matrix
+from ..matrix import ProblemBatch, full_matrix, lost_matrix
 from ..matrix import prepare as prepare_job
 from ..roles import CODE, TEST
 from ..tasks.model import Task
@@ -97,6 +102,15 @@ class ProblemScore:
     joint_err: np.ndarray | None = None       # 2 x 2 gold error counts, me x peer
     cross_bon: np.ndarray | None = None       # agents x agents best-of-N (solutions x tests)
     family: str | None = None                 # the problem's task family (world), if it has one
+    # cells the harness lost (sandbox_error after the executor's re-run) and what they mask
+    sandbox_errors: int = 0                   # such cells in this problem's jobs
+    lost: np.ndarray | None = None            # gold runs: those cells, as the full matrix
+    code_masked: list = field(default_factory=list)  # bool per code completion: reward withheld
+    test_masked: list = field(default_factory=list)  # bool per test completion: reward withheld
+
+    @property
+    def rows_masked(self) -> int:
+        return int(sum(self.code_masked) + sum(self.test_masked))
 
 
 def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
@@ -107,9 +121,19 @@ def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
 
 
 def shape_rewards(values: list, lengths: list[int], options: RewardOptions) -> list:
-    """CURE length shaping of one group's raw rewards (None stays None)."""
-    if not options.length_shaping or any(v is None for v in values):
+    """CURE length shaping of one group's raw rewards; None stays None, and the others are
+    shaped as a group of their own (a row masked for a lost cell is out of its group)."""
+    if not options.length_shaping:
         return values
+    keep = [i for i, v in enumerate(values) if v is not None]
+    if not keep:
+        return values
+    if len(keep) < len(values):
+        part = shape_rewards([values[i] for i in keep], [lengths[i] for i in keep], options)
+        out = list(values)
+        for i, v in zip(keep, part):
+            out[i] = v
+        return out
     normalized = group_normalize(values, keep_all_ones=True)
     if normalized is None:
         return [0.0] * len(values)
@@ -119,17 +143,49 @@ def shape_rewards(values: list, lengths: list[int], options: RewardOptions) -> l
     return [float(x) for x in shaped]
 
 
+def lost_rows(gold: np.ndarray, lost: np.ndarray,
+              all_passed: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which rows' rewards (CURE, gold tests) a lost cell could have changed: ``gold`` is the
+    n x t gold part of the full matrix (lost cells False), ``lost`` the n x (t + m) cells the
+    harness lost. Returns (code rows masked, test rows masked, solutions undecided):
+
+    - a solution with a lost gold cell: its code reward (the share passed) is unknown, unless
+      ``all_passed`` and a gold test it ran fails it (0 either way);
+    - it is *undecided* when no gold test it ran fails it: it may be correct or wrong, and every
+      test's reward depends on which (Eq. 4: accuracy against the correct ones, catches among the
+      wrong ones), so every test row is masked;
+    - a test with a lost cell in its column: its reward is unknown.
+
+    Every other row's reward is exactly what it would be had nothing been lost."""
+    t = gold.shape[1]
+    lost_gold, lost_gen = lost[:, :t], lost[:, t:]
+    touched = lost_gold.any(axis=1)
+    failed = (~gold & ~lost_gold).any(axis=1)
+    undecided = touched & ~failed
+    code_masked = touched & ~failed if all_passed else touched
+    test_masked = lost_gen.any(axis=0)
+    if undecided.any():
+        test_masked = np.ones_like(test_masked)
+    return code_masked, test_masked, undecided
+
+
 def score(batch: ProblemBatch, result: dict | None, options: RewardOptions) -> ProblemScore:
     """Rewards and metric counts of one problem from its executor result."""
-    return score_matrix(batch, full_matrix(batch, result), options)
+    return score_matrix(batch, full_matrix(batch, result), options, lost_matrix(batch, result))
 
 
-def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions) -> ProblemScore:
-    """:func:`score` from the problem's full n x (gold + generated) matrix."""
+def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
+                 lost: np.ndarray | None = None) -> ProblemScore:
+    """:func:`score` from the problem's full n x (gold + generated) matrix and the cells of it
+    the harness lost (``lost``, same shape; None: none), whose rows get no reward
+    (:func:`lost_rows`) and which the metrics leave out."""
     t = batch.n_gold
     gold, generated = full[:, :t], full[:, t:]
     code_ok = np.array([p.ok for p in batch.programs], dtype=bool)
     test_ok = np.array([x.ok for x in batch.tests], dtype=bool)
+    if lost is None:
+        lost = np.zeros(full.shape, dtype=bool)
+    code_masked, test_masked, undecided = lost_rows(gold, lost, options.code_all_passed)
 
     if t == 0:
         code_rewards: list = [None] * len(batch.programs)
@@ -137,29 +193,35 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions) 
         n_correct = None
     else:
         raw = cure_code_rewards(gold, all_passed=options.code_all_passed)
-        code_rewards = [float(r) if ok else LOWEST[CODE] for r, ok in zip(raw, code_ok)]
+        code_rewards = [None if masked else float(r) if ok else LOWEST[CODE]
+                        for r, ok, masked in zip(raw, code_ok, code_masked)]
         correct = correct_from_gold(gold)
-        n_correct = int(correct.sum())
+        n_correct = int(correct[~undecided].sum())
 
     tr = cure_test_rewards(generated, correct, post_stage=options.post_stage) if len(test_ok) \
         else np.zeros(0)
     if tr is None:
         test_rewards: list = [None] * len(batch.tests)
     else:
-        test_rewards = [float(r) if ok else LOWEST[TEST] for r, ok in zip(tr, test_ok)]
+        test_rewards = [None if masked else float(r) if ok else LOWEST[TEST]
+                        for r, ok, masked in zip(tr, test_ok, test_masked)]
 
     code_rewards = shape_rewards(code_rewards, batch.code_lengths, options)
     test_rewards = shape_rewards(test_rewards, batch.test_lengths, options)
-    bon = (best_of_n_accuracy(correct, generated, options.bon_n, options.bon_m)
-           if n_correct is not None and len(batch.programs) else float("nan"))
+    # the metrics see what is known: undecided solutions and tests with a lost cell left out
+    known = ~undecided
+    judged = generated[np.ix_(known, ~lost[:, t:].any(axis=0))]
+    bon = (best_of_n_accuracy(correct[known], judged, options.bon_n, options.bon_m)
+           if n_correct is not None and known.any() else float("nan"))
     cells = 0 if batch.job is None else len(batch.job["programs"]) * len(batch.job["tests"])
     return ProblemScore(
         task_id=batch.task.id, code_rewards=code_rewards, test_rewards=test_rewards,
-        n_solutions=len(batch.programs), n_correct=n_correct,
-        counts=test_counts(generated, correct), bon=bon,
+        n_solutions=int(known.sum()), n_correct=n_correct,
+        counts=test_counts(judged, correct[known]), bon=bon,
         code_parse_failures=int((~code_ok).sum()), test_parse_failures=int((~test_ok).sum()),
         code_lengths=batch.code_lengths, test_lengths=batch.test_lengths, cells=cells,
-        family=_family(batch.task))
+        family=_family(batch.task), sandbox_errors=int(lost.sum()), lost=lost,
+        code_masked=[bool(x) for x in code_masked], test_masked=[bool(x) for x in test_masked])
 
 
 def _family(task: Task) -> str | None:
