@@ -22,22 +22,32 @@ def _syscall(pid: int) -> int | None:
         return None
 
 
-def _is_judge(p: psutil.Process) -> bool:
+def _sandbox_python(p: psutil.Process | None) -> bool:
+    """A Python process of the sandbox (a judge, a zygote or a cell: the bootstrap names the
+    ``coevo_sandbox`` package on its command line), not a launcher wrapping one (bubblewrap)."""
     try:
-        return "coevo_sandbox" in " ".join(p.cmdline()) and not any(
-            "coevo_sandbox" in " ".join(q.cmdline()) for q in [p.parent()] if q is not None)
+        cmd = p.cmdline() if p is not None else []
     except (psutil.Error, OSError):
         return False
+    return bool(cmd) and "python" in os.path.basename(cmd[0]) and "coevo_sandbox" in " ".join(cmd)
 
 
 def judges(root: int | None = None) -> list[psutil.Process]:
-    """Every judge under ``root`` (default: this process): a sandbox process whose parent is
-    not one (a slot's server, under the direct launcher or a Ray actor)."""
+    """Every judge under ``root`` (default: this process), whatever launches it (directly,
+    inside bubblewrap, in a Ray actor): a sandbox Python process whose parent is not one (its
+    zygotes and their cells are forked from it)."""
     try:
         procs = psutil.Process(root or os.getpid()).children(recursive=True)
     except psutil.Error:
         return []
-    return [p for p in procs if _is_judge(p)]
+    out = []
+    for p in procs:
+        try:
+            if _sandbox_python(p) and not _sandbox_python(p.parent()):
+                out.append(p)
+        except psutil.Error:
+            continue
+    return out
 
 
 class Killer:
