@@ -22,6 +22,7 @@ from coevo_code.training.joint import prepare_joint, score_joint
 from coevo_code.training.scoring import (LOWEST, RewardOptions, full_matrix, lost_rows, prepare,
                                          score, score_matrix)
 from coevo_code.training.step_metrics import batch_metrics
+from coevo_code.training.tester_reward import TesterReward
 from lost_cells import Killer, expected_masks
 
 STDIO = Task(id="double", source="t", kind="stdio", prompt="double it",
@@ -269,3 +270,16 @@ def test_unparsed_rows_are_never_lost():
     assert s.code_rewards == [LOWEST["code"], None] and s.test_rewards == [None]
     assert s.code_masked == [False, True] and full_matrix(b, {"passed": [[True, False]]}).shape \
         == (2, 3)
+
+
+def test_a_tester_reward_gives_no_reward_to_a_solution_the_sandbox_lost():
+    """``TesterReward`` (a trained tester, or the gold tests, as a TRL reward; ``coevo serve``'s
+    ``/reward`` too): a solution with a lost cell gets None (no signal), not a low share."""
+    with Executor(slots=2, chunk_tests=1) as ex:
+        reward = TesterReward.from_gold([STDIO], executor=ex)
+        sleeper = SLEEPER.replace("999", "5")
+        texts = [_code(sleeper), _code(GOOD), _code(WRONG)]
+        clean = reward(completions=texts, task_id=["double"] * 3)
+        with Killer():
+            faulted = reward(completions=texts, task_id=["double"] * 3)
+    assert clean == [1.0, 1.0, 0.5] and faulted == [None, 1.0, 0.5]
