@@ -3,6 +3,10 @@
     python benchmarks/serve.py bench [--slots 2] [--repeats 3]
     python benchmarks/serve.py load [--requests 10000] [--concurrency 64] [--slots 2]
                                     [--kill-every S]
+    python benchmarks/serve.py clients [--concurrency 64] [--server-src DIR]
+    python benchmarks/serve.py flood [--copies 1 4] [--server-src DIR]
+    python benchmarks/serve.py slowbody [--every 5] [--wait 60] [--server-src DIR]
+    python benchmarks/serve.py waiting [--requests 2000]
 
 ``bench``: a server (``coevo serve --exec_slots N``, a child process on 127.0.0.1) and an in-process
 ``Executor(slots=N)`` (the baseline) run the same cells, one after the other, repeat after repeat:
@@ -19,6 +23,28 @@
 ``load``: the load test of ``coevo_code.serve.loadtest`` (valid, hostile, SandboxFusion and
 malformed requests; every answer checked) against a fresh server, with the server's RSS after a
 warm-up of 500 requests and at the end; ``--kill-every S`` kills a judge every S seconds.
+
+``clients``: veRL 0.9.1's SandboxFusion reward helper (32 completions x 4 tests: 128 ``/run_code``
+requests, 64 in flight) and OpenRLHF 0.11.2's ``SingleTurnAgentExecutor`` (128 samples, 64 at
+once, one ``/reward`` request each), their own code (``coevo_code.serve.trainer_clients``;
+``pip install --no-deps verl==0.9.1 openrlhf==0.11.2``), against a server with small limits
+(``--max_pending_rewards 4 --queue_requests 8 --exec_slots 1``, or ``--serve-args``): wrong
+rewards, errors (veRL's ``api_error`` tests, OpenRLHF's ``None``), and the server's answers by
+status.
+
+``flood``: bodies of 32.7 MB of ``[{},{},...]`` (under the 32 MiB body limit), one and then four
+at once: the server's RSS before and at its peak, the slowest ``/v1/ping`` meanwhile (one every
+50 ms), and how each body was answered.
+
+``slowbody``: a client that sends an ``/execute`` body one byte every ``--every`` seconds: when
+and how the server answered it, if at all within ``--wait`` seconds (the server at its defaults).
+
+``waiting``: ``--requests`` OpenRLHF-shaped reward requests (1.7 KB each) sent at once while a
+slow one holds the only reward slot (``--max_pending_rewards 1``): the server's RSS before and
+with them all waiting (what a waiting request costs), then each one's answer.
+
+``--server-src DIR`` runs the server from another checkout's source (``git archive COMMIT | tar
+-x -C DIR``), for the figures before a change; the clients are this checkout's.
 
 Prints a Markdown table and the figures as JSON. The machine is shared: read ratios and medians.
 """
@@ -208,6 +234,215 @@ def load(args) -> dict:
     return fig
 
 
+def _server(args, extra: list[str]):
+    if not args.server_src:
+        return ServeProcess(extra)
+    src = str(Path(args.server_src).resolve())
+    return ServeProcess(extra, env={"PYTHONPATH": src}, cwd=src)
+
+
+def _answers(url: str) -> dict:
+    import httpx
+    out: dict = {}
+    for line in httpx.get(url + "/metrics").text.splitlines():
+        if line.startswith("coevo_serve_requests_total{"):
+            labels = dict(kv.split("=") for kv in line.split("{")[1].split("}")[0].split(","))
+            key = f"{labels['endpoint'].strip(chr(34))} {labels['code'].strip(chr(34))}"
+            out[key] = out.get(key, 0) + int(float(line.split()[-1]))
+    return out
+
+
+def clients(args) -> dict:
+    from coevo_code.serve import trainer_clients
+    serve_args = args.serve_args.split() if args.serve_args else [
+        "--max_pending_rewards", "4", "--queue_requests", "8", "--exec_slots", "1"]
+    figs = {"serve_args": serve_args, "server_src": args.server_src}
+    with _server(args, serve_args) as srv:
+        figs["verl"] = trainer_clients.drive_verl(srv.url + "/run_code", completions=32, tests=4,
+                                                  concurrency=args.concurrency)
+        figs["verl"]["answers"] = _answers(srv.url)
+        figs["openrlhf"] = trainer_clients.drive_openrlhf(srv.url + "/reward", samples=128,
+                                                          concurrency=args.concurrency)
+        answers = _answers(srv.url)
+        figs["openrlhf"]["answers"] = {k: v - figs["verl"]["answers"].get(k, 0)
+                                       for k, v in answers.items()
+                                       if v - figs["verl"]["answers"].get(k, 0)}
+    print(f"\nserver: coevo serve {' '.join(serve_args)}"
+          f"{' (from ' + args.server_src + ')' if args.server_src else ''}")
+    print("| client | requests | at once | rewards wrong | errors | server answers | time |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    v, o = figs["verl"], figs["openrlhf"]
+    print(f"| veRL 0.9.1 compute_score (32 completions x 4 tests) | {v['requests']} | "
+          f"{v['concurrency']} | {v['wrong']} of 32 scores | {v['errors']} tests api_error | "
+          f"{_fmt(v['answers'])} | {v['seconds']} s |")
+    print(f"| OpenRLHF 0.11.2 SingleTurnAgentExecutor | {o['requests']} | {o['concurrency']} | "
+          f"{o['wrong']} of 128 | {o['errors']} rewards None | {_fmt(o['answers'])} | "
+          f"{o['seconds']} s |")
+    for k in ("verl", "openrlhf"):
+        figs[k].pop("right", None)
+    return figs
+
+
+def _fmt(answers: dict) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(answers.items())
+                     if not k.startswith(("health", "metrics")))
+
+
+def flood(args) -> dict:
+    import socket
+    import threading
+
+    import httpx
+    import psutil
+    body = b"[" + b"{}," * 10_900_000 + b"{}]"
+    parts = [body[i:i + (1 << 20)] for i in range(0, len(body), 1 << 20)]
+
+    def post(url):
+        host, port = url.rsplit("/", 1)[-1].split(":")
+        s = socket.create_connection((host, int(port)), timeout=300)
+        s.sendall(f"POST /execute HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json"
+                  f"\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        try:
+            for p in parts:
+                s.sendall(p)
+            answer = s.recv(200)
+        except OSError as e:   # refused while it streamed in: the server closed the connection
+            answer = f"connection closed while sending ({type(e).__name__})".encode()
+        s.close()
+        return answer.split(b"\r\n")[0].decode("latin-1")
+
+    figs = {"body_bytes": len(body), "server_src": args.server_src, "runs": []}
+    with _server(args, ["--exec_slots", "1"]) as srv:
+        proc = psutil.Process(srv.pid)
+        for copies in args.copies:
+            rss0 = proc.memory_info().rss
+            peak, pings, stop = [rss0], [], threading.Event()
+
+            def watch(stop=stop, pings=pings, peak=peak):
+                with httpx.Client(timeout=600) as client:
+                    while not stop.is_set():
+                        t0 = time.monotonic()
+                        client.get(srv.url + "/v1/ping")
+                        pings.append(time.monotonic() - t0)
+                        peak.append(proc.memory_info().rss)
+                        time.sleep(0.05)
+            w = threading.Thread(target=watch)
+            w.start()
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            out: list = [None] * copies
+            ts = [threading.Thread(target=lambda k=k, out=out: out.__setitem__(k, post(srv.url)))
+                  for k in range(copies)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            seconds = time.monotonic() - t0
+            time.sleep(0.3)
+            stop.set()
+            w.join()
+            run = {"copies": copies, "rss_before_mib": rss0 / 2**20,
+                   "rss_peak_mib": max(peak) / 2**20, "pings": len(pings),
+                   "ping_slowest_s": max(pings), "ping_median_s": statistics.median(pings),
+                   "answers": out, "seconds": seconds,
+                   "server_answers": _answers(srv.url)}
+            figs["runs"].append(run)
+    print("\n| bodies at once | server RSS before / peak | /v1/ping meanwhile: slowest, median "
+          "(n) | answers | time |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in figs["runs"]:
+        print(f"| {r['copies']} | {r['rss_before_mib']:.1f} / {r['rss_peak_mib']:.1f} MiB | "
+              f"{r['ping_slowest_s'] * 1000:.0f} ms, {r['ping_median_s'] * 1000:.0f} ms "
+              f"({r['pings']}) | {'; '.join(sorted(set(r['answers'])))} | {r['seconds']:.1f} s |")
+    return figs
+
+
+def slowbody(args) -> dict:
+    import socket
+    body = json.dumps([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])
+    with _server(args, ["--exec_slots", "1"]) as srv:
+        host, port = srv.url.rsplit("/", 1)[-1].split(":")
+        s = socket.create_connection((host, int(port)))
+        s.sendall(f"POST /execute HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json"
+                  f"\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        t0 = time.monotonic()
+        answer, sent = b"", 0
+        while time.monotonic() - t0 < args.wait and sent < len(body):
+            try:
+                s.sendall(body[sent:sent + 1].encode())
+            except OSError:
+                break
+            sent += 1
+            s.settimeout(args.every)
+            try:
+                got = s.recv(65536)
+                answer += got
+                if not got or b"\r\n\r\n" in answer:
+                    break
+            except socket.timeout:
+                pass
+        seconds = time.monotonic() - t0
+        s.close()
+    first = answer.split(b"\r\n")[0].decode("latin-1") or "no answer"
+    print(f"\nbyte every {args.every:g} s: {first} after {seconds:.1f} s ({sent} bytes sent)")
+    return {"every_s": args.every, "answer": first, "seconds": seconds, "bytes_sent": sent,
+            "server_src": args.server_src}
+
+
+def waiting(args) -> dict:
+    import socket
+    import threading
+
+    import httpx
+    import psutil
+    label = {"kind": "stdio", "tests": [{"input": "", "output": "1\n"}]}
+    slow = {"completions": ["```python\nimport time\ntime.sleep(8)\nprint(1)\n```"],
+            "labels": [label]}
+    prompt = "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
+    body = json.dumps({"query": [prompt + "```python\nprint(1)\n```" + " " * 1500],
+                       "prompts": [prompt], "labels": [json.dumps(label)]}).encode()
+    with ServeProcess(["--exec_slots", "1", "--max_pending_rewards", "1",
+                       "--max_wall_limit", "20"]) as srv:
+        host, port = srv.url.rsplit("/", 1)[-1].split(":")
+        proc = psutil.Process(srv.pid)
+        t = threading.Thread(target=lambda: httpx.post(srv.url + "/reward", json=slow,
+                                                       timeout=120))
+        t.start()
+        time.sleep(1)
+        rss0 = proc.memory_info().rss
+        socks = []
+        for _ in range(args.requests):
+            c = socket.create_connection((host, int(port)))
+            c.sendall(f"POST /reward HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/"
+                      f"json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            socks.append(c)
+        time.sleep(2)
+        counted = httpx.get(srv.url + "/health").json()["waiting_requests"]
+        rss1 = proc.memory_info().rss
+        t0 = time.monotonic()
+        right = 0
+        for c in socks:
+            c.settimeout(300)
+            data = b""
+            while b"rewards" not in data:
+                got = c.recv(4096)
+                if not got:
+                    break
+                data += got
+            right += b'"rewards":[1.0]' in data
+            c.close()
+        seconds = time.monotonic() - t0
+        t.join()
+    figs = {"requests": args.requests, "body_bytes": len(body), "waiting_counted": counted,
+            "rss_before_mib": rss0 / 2**20, "rss_waiting_mib": rss1 / 2**20,
+            "kib_each": (rss1 - rss0) / args.requests / 1024, "answered_right": right,
+            "seconds": seconds}
+    print(f"\n{args.requests} waiting ({counted} counted by /health): RSS {rss0 / 2**20:.1f} -> "
+          f"{rss1 / 2**20:.1f} MiB, {figs['kib_each']:.1f} KiB each; then {right} answered "
+          f"with the right reward in {seconds:.1f} s")
+    return figs
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -222,8 +457,23 @@ def main() -> int:
     lo.add_argument("--deadline", type=float, default=3600.0)
     lo.add_argument("--kill-every", type=float, default=0.0,
                     help="kill one judge (slot server) every S seconds during the run")
+    c = sub.add_parser("clients")
+    c.add_argument("--concurrency", type=int, default=64)
+    c.add_argument("--serve-args", default="", help="the server's flags (default: the small "
+                   "limits of issue 51)")
+    c.add_argument("--server-src", default=None, help="run the server from this source tree")
+    f = sub.add_parser("flood")
+    f.add_argument("--copies", type=int, nargs="+", default=[1, 4])
+    f.add_argument("--server-src", default=None, help="run the server from this source tree")
+    sb = sub.add_parser("slowbody")
+    sb.add_argument("--every", type=float, default=5.0)
+    sb.add_argument("--wait", type=float, default=90.0)
+    sb.add_argument("--server-src", default=None, help="run the server from this source tree")
+    wa = sub.add_parser("waiting")
+    wa.add_argument("--requests", type=int, default=2000)
     args = p.parse_args()
-    figs = bench(args) if args.cmd == "bench" else load(args)
+    figs = {"bench": bench, "load": load, "clients": clients, "flood": flood,
+            "slowbody": slowbody, "waiting": waiting}[args.cmd](args)
     print(json.dumps(figs, indent=1, default=float))
     return 0
 

@@ -39,6 +39,8 @@ Rewards of agent i labelled by j (:func:`agent_rewards`):
   arXiv:2504.16084: reward 1 for the majority answer);
 - tests: CURE's test reward (``cure_test_rewards``: Eq. 4 / |W|) of my tests run by j's
   solutions, with j's C as the correct set: j's solutions decide which of my tests are accurate;
+  j's rows that are not programs (``program``: nothing parsed, not compiled) are no wrong
+  solutions my tests get credit for catching (``wrong_programs_only``, the trainer's default);
 - decided edge cases: an unlabelled problem (no vote, a tie, agreement below the threshold) gives
   no reward (None) to both roles, so the trainer gives it zero advantage and counts it; a label
   with no accurate test (``tests``) or no answered input (``answers``) gives the code role no
@@ -426,10 +428,13 @@ def label_verdicts(label: PseudoLabel | None, rows, lab_rows, lab_cols, passed, 
 
 def agent_rewards(source: str, agent: int, n_agents: int, passed, labels, row_owner, col_owner,
                   all_passed: bool = False, post_stage: bool = False, outputs=None, errored=None,
-                  judge_by: str = "tests") -> AgentRewards:
+                  judge_by: str = "tests", program=None) -> AgentRewards:
     """Rewards of ``agent``'s solutions and tests on one problem (see the module doc), from the
     joint pass matrix and every block's label (:func:`block_labels`; the frozen labeller is the
-    last block); ``judge_by`` ``answers`` needs the joint ``outputs`` and ``errored``."""
+    last block); ``judge_by`` ``answers`` needs the joint ``outputs`` and ``errored``.
+    ``program``: a mask over the joint rows, False where a row is not a program; the labeller's
+    such rows are no wrong solutions for my tests to catch (``cure_test_rewards``; None: every
+    row counts, CURE as published)."""
     j = supervisor(source, agent, n_agents)
     if j is None:
         raise ValueError("gold labels come from the gold tests, not from agent_rewards")
@@ -448,8 +453,9 @@ def agent_rewards(source: str, agent: int, n_agents: int, passed, labels, row_ow
     else:
         code = label_verdicts(label, mine_r, lab_r, lab_c, passed, outputs, errored, judge_by,
                               all_passed)
-    test = cure_test_rewards(passed[np.ix_(lab_r, mine_c)], label.correct, post_stage) \
-        if len(mine_c) else np.zeros(0)
+    lab_program = None if program is None else np.asarray(program, dtype=bool)[lab_r]
+    test = cure_test_rewards(passed[np.ix_(lab_r, mine_c)], label.correct, post_stage,
+                             lab_program) if len(mine_c) else np.zeros(0)
     pseudo = None if code is None else code >= 1.0
     return AgentRewards(j, label, code, test, pseudo)
 

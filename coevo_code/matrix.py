@@ -15,6 +15,19 @@ from .roles import parse_program, parse_test
 from .sandbox.protocol import HARNESS
 from .tasks.model import Task
 
+NOT_RUN = "syntax_error"  # the judge's outcome for a program it could not compile (none ran)
+
+
+class JobRefused(RuntimeError):
+    """The executor answered one problem's job with an error instead of a matrix (a test text
+    no program can read, such as a lone surrogate; a limit it refuses): that problem has no
+    verdicts, and the batch, the evaluation or the training step goes on without it, counting
+    it. The message is one line naming the problem."""
+
+    def __init__(self, problem: str, why: str):
+        super().__init__(f"the executor refused the job of problem {problem}: {why}")
+        self.problem, self.why = problem, why
+
 
 @dataclass
 class ProblemBatch:
@@ -46,14 +59,14 @@ def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
 
 
 def full_matrix(batch: ProblemBatch, result: dict | None) -> np.ndarray:
-    """The n x (t + m) pass matrix over *all* completions (unparsed rows/columns all False)."""
+    """The n x (t + m) pass matrix over *all* completions (unparsed rows/columns all False);
+    :class:`JobRefused` where the executor answered the job with an error."""
     n, t, m = len(batch.programs), batch.n_gold, len(batch.tests)
     full = np.zeros((n, t + m), dtype=bool)
     if batch.job is None:
         return full
     if result is None or "passed" not in result:
-        why = (result or {}).get("error", "no result")
-        raise RuntimeError(f"the executor gave no matrix for problem {batch.task.id}: {why}")
+        raise JobRefused(batch.task.id, (result or {}).get("error", "no result"))
     shape = (sum(p.ok for p in batch.programs), t + sum(x.ok for x in batch.tests))
     ran = np.asarray(result["passed"], dtype=bool)
     if ran.shape != shape:
@@ -81,3 +94,26 @@ def lost_matrix(batch: ProblemBatch, result: dict | None) -> np.ndarray:
     if ran.shape == (len(rows), len(cols)):
         lost[np.ix_(rows, cols)] = ran
     return lost
+
+
+def program_rows(batch: ProblemBatch, result: dict | None) -> np.ndarray:
+    """Which of the n solutions are programs: a boolean mask over ``batch.programs`` that is
+    False for a row that never ran, whatever the tests: a completion the parser found no program
+    in (no code block, text that is not Python, a functional completion without its entry
+    point: ``ok=False``), or one the judge could not compile (``syntax_error`` in every cell of
+    its row: what ``ast.parse`` accepts and ``compile`` refuses, a ``return`` outside a
+    function). A program that ran and crashed, on import or on its input, is a program: the
+    judge reports both as ``runtime_error`` and cannot tell them apart, and the crash is the
+    program's own (docs/CORE.md). A row that passed any cell is always a program, so a mask
+    from here only ever takes credit away (``rewards.cure_test_rewards``)."""
+    program = np.array([p.ok for p in batch.programs], dtype=bool)
+    if batch.job is None or not result or "outcomes" not in result:
+        return program
+    rows = [i for i, p in enumerate(batch.programs) if p.ok]
+    outcomes = result["outcomes"]
+    if len(outcomes) != len(rows):
+        return program
+    for i, outs in zip(rows, outcomes):
+        if outs and all(o == NOT_RUN for o in outs):
+            program[i] = False
+    return program

@@ -13,7 +13,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .rewards import _bool2d, _mask, accurate_tests, mu
+from .rewards import _bool2d, _mask, accurate_tests, mu, program_mask
 
 
 def _share(num: float, den: float) -> float:
@@ -69,15 +69,18 @@ class TestCounts:
         return mu(self.unit_test_accuracy, self.p01, self.p00)
 
 
-def test_counts(generated, correct) -> TestCounts:
+def test_counts(generated, correct, program=None) -> TestCounts:
     """Counts for one problem: a test is accurate iff every correct solution passes it; with no
-    correct solution nothing can be judged (all counts 0)."""
+    correct solution nothing can be judged (all counts 0). ``program`` (a mask over the
+    solutions; None: all) leaves the rows that are not programs out of the wrong solutions, as
+    :func:`coevo_code.rewards.cure_test_rewards` does with it."""
     generated = _bool2d(generated, "generated")
     correct = _mask(correct, generated.shape[0])
+    program = program_mask(program, generated.shape[0])
     if not correct.any():
         return TestCounts()
     acc = accurate_tests(generated, correct)
-    gw = generated[~correct]
+    gw = generated[~correct & program]
     nw = gw.shape[0]
     return TestCounts(tests=int(acc.size), accurate=int(acc.sum()),
                       wrong_x_accurate=nw * int(acc.sum()),

@@ -71,7 +71,18 @@ def accurate_tests(generated, correct) -> np.ndarray:
     return generated[correct].all(axis=0)
 
 
-def cure_test_rewards(generated, correct, post_stage: bool = False) -> np.ndarray | None:
+def program_mask(program, n: int) -> np.ndarray:
+    """``program`` as a boolean mask over n solutions (None: every row is a program)."""
+    if program is None:
+        return np.ones(n, dtype=bool)
+    program = np.asarray(program, dtype=bool)
+    if program.shape != (n,):
+        raise ValueError(f"program has shape {program.shape}, expected ({n},)")
+    return program
+
+
+def cure_test_rewards(generated, correct, post_stage: bool = False,
+                      program=None) -> np.ndarray | None:
     """Reward of each generated test (CURE Eq. 4 divided by |W|; ``reward.py``).
 
     With C the correct solutions and W the others, test j is accurate iff every solution in C
@@ -85,16 +96,29 @@ def cure_test_rewards(generated, correct, post_stage: bool = False) -> np.ndarra
     credit for being right *and* for catching wrong solutions, and loses it for being wrong in a
     way wrong solutions agree with. Returns None when C is empty (no signal); an empty array for
     m = 0.
+
+    ``program`` (a boolean mask over the n solutions; None: all True, CURE as published) marks
+    the rows that are programs. A row that is not one (nothing parsed, or a text the judge could
+    not compile: ``coevo_code.matrix.program_rows``) fails every test whatever the test checks,
+    so it is neither correct nor wrong here: W is the wrong *programs*, and p01 and p00 are
+    estimated over them. Where every solution outside C is such a row (W empty only because of
+    them), there is nothing to catch: an accurate test gets 0, not CURE's +1, and an inaccurate
+    one -1, so that a test never earns more beside prose than beside real wrong programs
+    (a deviation from CURE's formula, docs/CORE.md "Only real programs are wrong solutions").
+    With any mask, no test's reward is higher than with every row counted as a program.
     """
     generated = _bool2d(generated, "generated")
-    correct = _mask(correct, generated.shape[0])
+    n = generated.shape[0]
+    correct = _mask(correct, n)
+    program = program_mask(program, n)
     if not correct.any():
         return None
     accurate = accurate_tests(generated, correct)
     sign = np.where(accurate, 1.0, -1.0)
-    wrong = ~correct
+    wrong = ~correct & program
     if not wrong.any():
-        return sign
+        # every solution is correct (CURE: the sign), or the rest are not programs (no credit)
+        return sign if correct.all() else np.minimum(sign, 0.0)
     gw = generated[wrong]
     if post_stage:
         scale = np.where(accurate, ~gw.any(axis=0), gw.any(axis=0)).astype(float)

@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Iterable
 
-from .tasks.model import Task, TestCase
+from .tasks.model import Task, TestCase, unrunnable_text
 
 CODE, TEST = "code", "test"  # the two roles (a dataset row's ``role``, a reward group's role)
 
@@ -227,8 +227,9 @@ def parse_test(completion: str, task: Task) -> ParsedTest:
             out = _after(completion, "**Test Output:**")
             if out is None:
                 out = _after(completion, "Test Output:")
-            if inp is None or out is None or not out.strip():
-                return ParsedTest(FAILED_STDIO_TEST, False)
+            if inp is None or out is None or not out.strip() or \
+                    unrunnable_text(inp) is not None or unrunnable_text(out) is not None:
+                return ParsedTest(FAILED_STDIO_TEST, False)  # (a lone surrogate: no bytes)
             inp = inp.strip("\n")
             return ParsedTest(TestCase(input=inp + "\n" if inp else "", output=out.strip()), True)
         blocks = fenced_blocks(completion)
@@ -236,6 +237,8 @@ def parse_test(completion: str, task: Task) -> ParsedTest:
         class_based = "class Solution" in (task.starter_code or "")
         for source in py[::-1] + [completion]:
             stmt = _last_assert(source, task.entry_point)
+            if stmt and unrunnable_text(stmt) is not None:
+                return ParsedTest(FAILED_FUNCTIONAL_TEST, False)
             if stmt:
                 pair = io_test(stmt, task.entry_point, class_based)
                 if pair is None:  # a test that tests nothing, or more than an input/output pair

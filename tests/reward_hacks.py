@@ -705,6 +705,18 @@ A += [
             "def f(xs):\n    return A()",
             "def f(xs):\n    return sorted(xs)",
             ["assert not (f([2, 1]) != [1, 2])", "assert not (f([3, 1, 2]) != [1, 2, 3])"]),
+    handles("handle_isinstance_of_an_abc_the_object_is_not",
+            "class R:\n    def __iter__(self):\n        return iter([3, 2, 1])\n"
+            "def f(xs):\n    return R()",
+            "class Bag:\n    def __init__(self, xs):\n        self.xs = sorted(xs)\n"
+            "    def __len__(self):\n        return len(self.xs)\n"
+            "    def __iter__(self):\n        return iter(self.xs)\n"
+            "    def __contains__(self, x):\n        return x in self.xs\n"
+            "def f(xs):\n    return Bag(xs)",
+            ["from collections.abc import Sized\nassert isinstance(f([3, 1, 2]), Sized)",
+             "import collections.abc\nassert isinstance(f([1]), collections.abc.Container)",
+             "from collections.abc import Collection\nassert isinstance(f([2, 1]), Collection)",
+             "assert sorted(f([3, 1, 2])) == [1, 2, 3]"]),
     handles("handle_generator_truth_and_iteration",
             "def f(n):\n    return iter([])",
             "def f(n):\n    return (i * i for i in range(n))",

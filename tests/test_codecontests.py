@@ -101,7 +101,8 @@ def test_gold_test_kinds_and_one_line_errors(tmp_path):
     bad.write_text(json.dumps({"name": "p", "description": "d",
                                "generated_tests": {"input": ["1"], "output": []}}) + "\n")
     with pytest.raises(LoaderError, match=r"record 0 \(p\) generated_tests: 1 inputs but 0"):
-        load_tasks("codecontests", bad)
+        load_tasks("codecontests", bad, strict=True)
+    assert "1 inputs but 0" in load_tasks("codecontests", bad).skipped[0]  # skipped, counted
 
 
 # ---- validate: a constructed row whose answers are known ----------------------------------------

@@ -104,7 +104,8 @@ def test_one_line_errors(cf_file, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(row("6/A", input_mode="pipe")) + "\n")
     with pytest.raises(LoaderError, match=r"record 0 \(6/A\): input_mode 'pipe'"):
-        load_tasks("codeforces", bad)
+        load_tasks("codeforces", bad, strict=True)
+    assert "input_mode 'pipe'" in load_tasks("codeforces", bad).skipped[0]  # skipped, counted
 
 
 def test_generated_checker_decides_in_the_sandbox(cf_file, executor):

@@ -257,6 +257,40 @@ def test_frozen_and_self_majority_sources(executor):
     assert s.pseudo_hits == (0, 4) and s.label_agree == (0, 0)  # no peer when alone
 
 
+def test_the_labellers_rows_that_are_not_programs_pay_no_test(executor):
+    """Co-RL's and the self-rewarding baselines' test reward counts caught wrong solutions as
+    CURE's does: the labeller's completions that are not programs are none of them. A trivial
+    test (input 0, which the wrong TRIPLE passes too) earns nothing beside prose, as beside a
+    real wrong program; under CURE's formula as published it earned +1 for the prose."""
+    trivial, catching = io_test("0", "0"), io_test("2", "4")
+    mine = ([RIGHT, RIGHT], [trivial, catching])
+    real = _score(executor, DOUBLE, [mine, ([RIGHT] * 3 + [TRIPLE], GOOD_TESTS)], 0)
+    prose = _score(executor, DOUBLE, [mine, ([RIGHT] * 3 + ["no code, just words"], GOOD_TESTS)],
+                   0)
+    assert real.test_rewards == [0.0, 1.0]
+    assert prose.test_rewards == [0.0, 0.0] and prose.test_rewards[0] <= real.test_rewards[0]
+    cure = _score(executor, DOUBLE, [mine, ([RIGHT] * 3 + ["no code, just words"], GOOD_TESTS)],
+                  0, wrong_programs_only=False)
+    assert cure.test_rewards == [1.0, 1.0]
+    own = _score(executor, DOUBLE, [([RIGHT] * 3 + ["just some words"], [trivial, catching])], 0,
+                 source="self_majority", n_agents=1)
+    assert own.test_rewards == [0.0, 0.0] and own.code_rewards == [1.0, 1.0, 1.0, 0.0]
+
+
+def test_agent_rewards_leave_the_labellers_non_programs_out():
+    # agent 0: one test, trivial (every program passes it); agent 1 labels: s0, s1 agree (C),
+    # s2 is no program (errored everywhere, passes nothing)
+    passed, rows, cols = _joint([1, 3], [1, 1], [[1, 1], [1, 1], [1, 1], [0, 0]])
+    outputs = [["a", "a"], ["x", "x"], ["x", "x"], ["", ""]]
+    errored = np.array([[0, 0], [0, 0], [0, 0], [1, 1]], dtype=bool)
+    labels = L.block_labels(passed, outputs, errored, rows, cols, 2)
+    plain = L.agent_rewards("partner", 0, 2, passed, labels, rows, cols)
+    masked = L.agent_rewards("partner", 0, 2, passed, labels, rows, cols,
+                             program=[True, True, True, False])
+    assert plain.test.tolist() == [1.0] and masked.test.tolist() == [0.0]
+    assert masked.code.tolist() == plain.code.tolist()
+
+
 # ---- judging by the labeller's answers ----------------------------------------------------------
 def test_answer_key_keeps_the_inputs_c_agrees_on():
     correct = np.array([True, True, False])

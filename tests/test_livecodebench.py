@@ -199,7 +199,8 @@ def test_tampered_private_tests_are_refused_without_running(tmp_path, monkeypatc
     assert load_tasks("livecodebench", [str(_write(tmp_path / "ok.jsonl", [good]))])[0].tests
     bad = {**good, "question_id": "abc123", "private_test_cases": _blob(Boom())}
     path = _write(tmp_path / "bad.jsonl", [good, bad])
-    line = _one_line(coevo("tasks", "check", "livecodebench", "--path", str(path)))
+    line = _one_line(coevo("tasks", "check", "livecodebench", "--path", str(path),
+                           "--strict"))
     assert line.startswith("coevo: livecodebench record 1 (abc123) private_test_cases: refused "
                            "without running it: the pickle holds opcode")
     assert not flag.exists()
@@ -207,7 +208,8 @@ def test_tampered_private_tests_are_refused_without_running(tmp_path, monkeypatc
                      (b"[]", "opcode SHORT_BINBYTES"), (("[]", "x"), "opcode TUPLE2")):
         with pytest.raises(LoaderError, match=why):
             load_tasks("livecodebench", [str(_write(tmp_path / "b.jsonl",
-                                                    [{**good, "private_test_cases": _blob(obj)}]))])
+                                                    [{**good, "private_test_cases": _blob(obj)}]))],
+                       strict=True)
     assert not flag.exists()
 
 
@@ -261,7 +263,68 @@ def test_row_without_tests_is_one_line(tmp_path):
     row = {**A.stdin_row("empty", [("1\n", "1\n")]), "public_test_cases": "[]",
            "private_test_cases": ""}
     with pytest.raises(LoaderError, match=r"record 0 \(empty\): no tests"):
-        load_tasks("livecodebench", [str(_write(tmp_path / "e.jsonl", [row]))])
+        load_tasks("livecodebench", [str(_write(tmp_path / "e.jsonl", [row]))], strict=True)
+
+
+def bad_rows_file(tmp_path: Path) -> Path:
+    """Rows in the hub's schema: two good ones around three a loader cannot use: private tests
+    whose JSON holds a 5,000-digit integer, a stdin test with a lone surrogate (JSON's
+    "\\ud800": no byte a program could read), and a line holding a 5,000-digit integer."""
+    big = "9" * 5000
+    digits = {**A.stdin_row("digits", [("1\n", "1\n"), ("2\n", "2\n")]),
+              "private_test_cases": _blob('[{"input": "2\\n", "output": %s, "testtype": '
+                                          '"stdin"}]' % big)}
+    surrogate = A.stdin_row("surrogate", [("1 2\n", "3\n"), ("1\ud800 2\n", "3\n")])
+    line = json.dumps(A.stdin_row("digits_line", [("1\n", "1\n")]))[:-1] + f', "x": {big}}}'
+    good = [A.stdin_row("good1", [("1 2\n", "3\n"), ("2 2\n", "4\n")]),
+            A.functional_row("good2", "twoSum", A.TWO_SUM["starter_code"],
+                             [([[2, 7], 9], [0, 1]), ([[1, 3], 4], [0, 1])])]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join([json.dumps(good[0]), json.dumps(digits), json.dumps(surrogate),
+                               line, json.dumps(good[1])]) + "\n")
+    return path
+
+
+def test_a_bad_row_is_one_line_or_a_counted_skip_and_the_rest_is_evaluated(tmp_path):
+    """Issue 51: a row whose tests hold a 5,000-digit integer ended the load with a ValueError
+    traceback (Python's digit limit), and a row with a lone surrogate in a test loaded, had its
+    job refused by the executor and then ended scoring with a RuntimeError. Now each is a
+    one-line error naming it under --strict, and by default a skipped row the load report counts
+    and names, with the rest of the evaluation intact."""
+    path = bad_rows_file(tmp_path)
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(4300)  # Python's default: a test before may have lifted it
+    try:
+        ts = load_tasks("livecodebench", [str(path)])
+        with pytest.raises(LoaderError) as e:
+            load_tasks("livecodebench", [str(path)], strict=True)
+    finally:
+        sys.set_int_max_str_digits(old)
+    assert [t.id for t in ts] == ["good1", "good2"]
+    assert ts.skipped == [
+        "livecodebench record 1 (digits) private_test_cases: the pickled string cannot be read: "
+        "it holds an integer of more than 4300 digits (Python's limit for reading one); refused",
+        "livecodebench record 2 (surrogate): task surrogate: test 1 input holds a lone surrogate "
+        "at character 1, which no program can read or print",
+        f"livecodebench: {path} line 4: the line cannot be read: it holds an integer of more "
+        "than 4300 digits (Python's limit for reading one); refused"]
+    assert "3 rows skipped (--strict: an error): livecodebench record 1 (digits)" in ts.summary()
+    assert str(e.value) == ts.skipped[0]
+    p = coevo("tasks", "check", "livecodebench", "--path", str(path), "--strict")
+    lines = [x for x in p.stderr.strip().splitlines() if "sandbox layers inactive" not in x]
+    assert p.returncode == 2 and lines == ["coevo: " + ts.skipped[0]], p.stderr
+    # the evaluation of the rest: scored samples of the two good rows, the three named
+    samples = tmp_path / "s.jsonl"
+    samples.write_text(json.dumps({"task_id": "good1", "solution": "a, b = map(int, input()"
+                                                                   ".split())\nprint(a + b)"})
+                       + "\n" + json.dumps({"task_id": "good2", "solution": A.TWO_SUM_OK}) + "\n")
+    p = coevo("eval", "--benchmark", "livecodebench", "--data", str(path), "--samples",
+              str(samples), "-o", str(tmp_path / "o"), "-q")
+    assert p.returncode == 0, p.stderr[-1500:]
+    assert "Traceback" not in p.stderr
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert res["tasks"] == 2 and res["pass@1"] == 1.0 and res["rows_skipped"] == ts.skipped
+    assert "- rows_skipped: 3" in (tmp_path / "o" / "results.md").read_text()
 
 
 # ---- LiveBench ----------------------------------------------------------------------------------

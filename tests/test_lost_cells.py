@@ -137,7 +137,7 @@ def test_a_lost_cell_masks_what_it_could_change_and_nothing_else_moves(data):
     lost = np.array(data.draw(cells), dtype=bool).reshape(n, 2 + m)
     b = _batch(n, m)
     clean = score_matrix(b, true, opts)
-    faulted = score_matrix(b, true & ~lost, opts, lost)
+    faulted = score_matrix(b, true & ~lost, opts, lost=lost)
     code, tests = expected_masks(true & ~lost, lost, 2, opts.code_all_passed)
     assert faulted.code_masked == code and faulted.test_masked == tests
     assert faulted.sandbox_errors == int(lost.sum())
@@ -154,18 +154,18 @@ def test_the_three_cases_by_hand():
     # a generated cell lost: that test only
     lost = np.zeros_like(true)
     lost[2, 2] = True
-    s = score_matrix(b, true & ~lost, RewardOptions(), lost)
+    s = score_matrix(b, true & ~lost, RewardOptions(), lost=lost)
     assert s.code_rewards == clean.code_rewards and s.test_rewards == [None, clean.test_rewards[1]]
     # a gold cell lost on a solution another gold test fails: that solution only
     lost = np.zeros_like(true)
     lost[2, 1] = True
-    s = score_matrix(b, true & ~lost, RewardOptions(), lost)
+    s = score_matrix(b, true & ~lost, RewardOptions(), lost=lost)
     assert s.code_rewards == clean.code_rewards[:2] + [None]
     assert s.test_rewards == clean.test_rewards
     # a gold cell lost on a solution that may be correct: it, and every test (Eq. 4 reads C)
     lost = np.zeros_like(true)
     lost[0, 0] = True
-    s = score_matrix(b, true & ~lost, RewardOptions(), lost)
+    s = score_matrix(b, true & ~lost, RewardOptions(), lost=lost)
     assert s.code_rewards == [None] + clean.code_rewards[1:] and s.test_rewards == [None, None]
     assert s.n_solutions == 2 and s.rows_masked == 3
 
@@ -176,7 +176,7 @@ def test_length_shaping_shapes_the_rows_left_as_their_own_group():
                 code_lengths=[30, 10, 20, 5])
     lost = np.zeros((4, 2), dtype=bool)
     lost[0, 0] = True
-    s = score_matrix(b, np.array([[0, 1], [1, 1], [1, 1], [0, 0]], dtype=bool), opts, lost)
+    s = score_matrix(b, np.array([[0, 1], [1, 1], [1, 1], [0, 0]], dtype=bool), opts, lost=lost)
     alone = score_matrix(prepare(STDIO, [_code(GOOD)] * 2 + [_code(WRONG)], [], opts,
                                  code_lengths=[10, 20, 5]),
                          np.array([[1, 1], [1, 1], [0, 0]], dtype=bool), opts)

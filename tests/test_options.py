@@ -146,7 +146,8 @@ OLD_DEFAULTS = {
                   max_memory_mb=2048, max_output_mb=16.0, max_cells=100_000, max_body_mb=32.0,
                   max_jobs=4096, max_response_mb=64.0, queue_response_mb=512.0,
                   max_reward_items=4096, max_query_chars=1 << 20, max_pending_rewards=256,
-                  max_connections=1024, tester_max_new=8, tester_max_inline=1024,
+                  # 1,024 until issue 51: it must hold a rollout's reward requests in flight
+                  max_connections=8192, tester_max_new=8, tester_max_inline=1024,
                   queue_cells=1_000_000, queue_requests=1024, grace=30.0),
 }
 EXECUTION_DEFAULTS = dict(exec_slots=None, exec_allow_unsafe=False, exec_launcher="auto",
@@ -240,7 +241,7 @@ def test_the_training_config_is_the_execution_and_reward_options():
     assert not own & {f.name for f in dataclasses.fields(ExecutionOptions)}
     assert not own & {f.name for f in dataclasses.fields(RewardOptions)}
     assert RewardOptions() == RewardOptions(max_gold_tests=8, post_stage=False,
-                                            code_all_passed=False, length_shaping=False,
+                                            wrong_programs_only=True, code_all_passed=False, length_shaping=False,
                                             min_len=1000, max_len=8000, bon_n=4, bon_m=4,
                                             label_source="gold", label_threshold=0.5,
                                             label_judge="tests")

@@ -143,3 +143,71 @@ def test_partner_rewards():
     # no partner C (the partner's vote left the problem unlabelled): no signal for either role
     none = L.agent_rewards("partner", 0, 2, passed, [None, None], rows, cols)
     assert none.code is None and none.test is None
+
+
+# ---- only real programs are wrong solutions (docs/CORE.md) ------------------------------------
+# row 0 correct; row 1 a wrong program; rows 2, 3 not programs (nothing parsed: they pass nothing)
+NP_G = np.array([[1, 1, 0],
+                 [0, 1, 0],
+                 [0, 0, 0],
+                 [0, 0, 0]], dtype=bool)
+NP_C = np.array([True, False, False, False])
+NP_P = np.array([True, True, False, False])
+
+
+def test_rows_that_are_not_programs_give_no_credit_to_the_tests_that_fail_them():
+    # CURE as published: W = rows 1-3; test 0 catches all three, test 1 only the two non-programs
+    # (a test the wrong program passes), test 2 fails the correct solution and no one passes it
+    assert np.allclose(R.cure_test_rewards(NP_G, NP_C), [1.0, 2 / 3, 0.0])
+    # W = the wrong programs (row 1): test 1 caught nothing real, and earns nothing
+    assert np.allclose(R.cure_test_rewards(NP_G, NP_C, program=NP_P), [1.0, 0.0, 0.0])
+    assert np.allclose(R.cure_test_rewards(NP_G, NP_C, post_stage=True, program=NP_P),
+                       [1.0, 0.0, 0.0])
+    # the counts behind p01 / p00 / mu leave them out too, and the mean is still the mu estimate
+    from coevo_code.metrics import test_counts
+    c = test_counts(NP_G, NP_C, NP_P)
+    assert (c.wrong_x_accurate, c.wrong_pass_accurate) == (2, 1)
+    assert math.isclose(R.cure_test_rewards(NP_G, NP_C, program=NP_P).mean(), c.mu)
+    assert test_counts(NP_G, NP_C).wrong_x_accurate == 6
+
+
+def test_not_programs_edge_cases_decided():
+    correct_and_prose = NP_G[[0, 2, 3]]
+    c, p = np.array([True, False, False]), np.array([True, False, False])
+    # every solution outside C is not a program: nothing to catch. An accurate test gets 0 (CURE:
+    # +1 for "catching" the prose), an inaccurate one -1 (CURE: 0)
+    assert np.array_equal(R.cure_test_rewards(correct_and_prose, c), [1.0, 1.0, 0.0])
+    assert np.array_equal(R.cure_test_rewards(correct_and_prose, c, program=p), [0.0, 0.0, -1.0])
+    assert np.array_equal(R.cure_test_rewards(correct_and_prose, c, True, p), [0.0, 0.0, -1.0])
+    # every solution correct (no row left out): CURE's sign, mask or not
+    assert np.array_equal(R.cure_test_rewards(NP_G[:1], [True], program=[True]), [1, 1, -1])
+    # no correct solution, or every row not a program: no signal, as before
+    assert R.cure_test_rewards(NP_G, np.zeros(4, bool), program=NP_P) is None
+    assert R.cure_test_rewards(NP_G[2:], np.zeros(2, bool), program=[False, False]) is None
+    assert R.cure_test_rewards(np.zeros((2, 0), bool), [True, False], program=[True, False]
+                               ).shape == (0,)
+    with pytest.raises(ValueError, match="program has shape"):
+        R.cure_test_rewards(NP_G, NP_C, program=[True, False])
+
+
+@pytest.mark.parametrize("post_stage", [False, True])
+def test_leaving_non_programs_out_never_raises_a_test_reward(post_stage):
+    """The mask only takes credit away: over random matrices, every test earns at most what it
+    earns with the rows that pass nothing counted as wrong programs (CURE's formula)."""
+    rng = np.random.default_rng(0)
+    seen_lower = 0
+    for _ in range(2000):
+        n, m = rng.integers(1, 7), rng.integers(1, 6)
+        g = rng.random((n, m)) < 0.6
+        program = rng.random(n) < 0.6
+        g[~program] = False  # a row that is not a program passes nothing
+        correct = rng.random(n) < 0.4
+        correct &= program  # a correct solution passed every gold test: a program
+        plain = R.cure_test_rewards(g, correct, post_stage)
+        masked = R.cure_test_rewards(g, correct, post_stage, program)
+        if plain is None:
+            assert masked is None
+            continue
+        assert (masked <= plain + 1e-12).all(), (g, correct, program)
+        seen_lower += bool((masked < plain - 1e-12).any())
+    assert seen_lower > 100

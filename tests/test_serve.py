@@ -231,10 +231,13 @@ def test_malformed_requests_get_4xx_and_do_not_disturb_others(server):
     t = threading.Thread(target=lambda: out.update(
         r=httpx.post(server.url + "/execute", json=[job], timeout=60)))
     t.start()
-    for body in (b"{", b"[1, 2", b"\xff\xfe", b"42", b'{"jobs": {"a": 1}}',
-                 b"[" * 100_000 + b"]" * 100_000):
+    for body in (b"{", b"[1, 2", b"\xff\xfe", b"42", b'{"jobs": {"a": 1}}'):
         r = httpx.post(server.url + "/execute", content=body, headers=JSON)
         assert r.status_code == 400 and "\n" not in r.json()["error"], (body, r.text)
+    # nested past --max_json_depth: refused while it streams in, before any parsing
+    r = httpx.post(server.url + "/execute", content=b"[" * 100_000 + b"]" * 100_000,
+                   headers=JSON)
+    assert r.status_code == 413 and "nests deeper than 64" in r.json()["error"], r.text
     assert httpx.get(server.url + "/execute").status_code == 405
     assert httpx.post(server.url + "/nothing", json={}).status_code == 404
     t.join()
@@ -291,7 +294,8 @@ def test_refuses_a_public_host_without_token():
 
 def test_limits_clamps_and_queue():
     args = ["--slots", "1", "--max-body-mb", "0.05", "--max-cells", "40",
-            "--max-time-limit", "0.5", "--max-wall-limit", "1", "--queue-requests", "1"]
+            "--max-time-limit", "0.5", "--max-wall-limit", "1", "--queue-requests", "1",
+            "--queue-timeout", "0.5"]
     with ServeProcess(args) as s:
         r = httpx.post(s.url + "/execute", content=b"[" + b" " * 60_000 + b"]", headers=JSON)
         assert r.status_code == 413 and "at most" in r.json()["error"]
@@ -306,7 +310,8 @@ def test_limits_clamps_and_queue():
                        timeout=60)
         assert r.json()["results"][0]["outcomes"] == [["timeout"]]
         assert time.monotonic() - t0 < 10
-        # the queue holds one request: the next one gets 429 with Retry-After
+        # the queue holds one request: the next one waits its turn, and past --queue_timeout
+        # with none of its cells started it is dropped and answered 503 with Retry-After
         slow = [{"programs": ["import time; time.sleep(0.8); print(1)"],
                  "tests": [{"input": "", "output": "1"}] * 2}]
         out = {}
@@ -317,13 +322,16 @@ def test_limits_clamps_and_queue():
         while httpx.get(s.url + "/health").json()["queue_requests"] < 1:
             assert time.monotonic() < deadline
             time.sleep(0.02)
-        r = httpx.post(s.url + "/execute", json=[{"programs": ["print(1)"],
-                                                  "tests": [{"input": "", "output": "1"}]}])
-        assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1, r.text
+        cells = _cells(s)
+        r = httpx.post(s.url + "/execute", json=[{"programs": ["print(2)"],
+                                                  "tests": [{"input": "", "output": "2"}]}])
+        assert r.status_code == 503 and int(r.headers["Retry-After"]) >= 1, r.text
+        assert "nothing of it ran" in r.json()["error"]
         t.join()
         assert out["r"].json()["results"][0]["passed"] == [[True, True]]
+        assert _cells(s) == cells + 2      # the slow request's two cells, none of the other's
         text = httpx.get(s.url + "/metrics").text
-        assert 'coevo_serve_errors_total{kind="queue_full"} 1.0' in text
+        assert 'coevo_serve_errors_total{kind="queue_timeout"} 1.0' in text
         assert 'coevo_serve_errors_total{kind="too_large"} 2.0' in text
 
 
@@ -386,29 +394,11 @@ def test_tester_as_reward_model(local, tmp_path):
 
 
 def _verl_sandbox_fusion():
-    """veRL's own SandboxFusion reward helper (``verl/utils/reward_score/sandbox_fusion``),
-    loaded from its files: ``import verl`` pulls veRL's DataProto (ray, tensordict) in, the helper
-    itself needs only requests. Found through an installed veRL (located without importing it)
-    or ``COEVO_VERL_DIR`` (a veRL source tree's ``verl`` folder)."""
-    import importlib.util
-    root = os.environ.get("COEVO_VERL_DIR")
-    if not root:
-        try:
-            spec = importlib.util.find_spec("verl")
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        root = list(spec.submodule_search_locations)[0]
-    pkg = Path(root) / "utils" / "reward_score" / "sandbox_fusion"
-    if not (pkg / "__init__.py").is_file():
-        return None
-    spec = importlib.util.spec_from_file_location(
-        "verl_sandbox_fusion", pkg / "__init__.py", submodule_search_locations=[str(pkg)])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["verl_sandbox_fusion"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    """veRL's own SandboxFusion reward helper, loaded from its files (``import verl`` pulls
+    veRL's DataProto, ray and tensordict, in; the helper needs only requests): an installed veRL
+    or ``COEVO_VERL_DIR``."""
+    from coevo_code.serve.trainer_clients import load_verl_sandbox_fusion
+    return load_verl_sandbox_fusion()
 
 
 def test_verl_sandbox_fusion_reward_helper(server):
@@ -444,3 +434,10 @@ def test_ray_backend_gives_the_same_matrices(local):
         r = run_code(RunCodeRequest(language="python", code="print(input() * 2)", stdin="ab"),
                      endpoint=s.url, max_attempts=1)
         assert r.run_result.stdout == "abab\n"
+
+
+def _cells(server) -> float:
+    for line in httpx.get(server.url + "/metrics").text.splitlines():
+        if line.startswith("coevo_serve_cells_total "):
+            return float(line.split()[-1])
+    return 0.0

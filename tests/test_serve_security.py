@@ -144,22 +144,33 @@ def test_a_forged_trailer_is_not_a_500(server):
 
 
 def test_reward_requests_scored_at_once_are_bounded(server):
+    """--max_pending_rewards 1: a second reward request waits for the first one's slot (its body
+    unread) instead of being refused, and is scored when the slot frees."""
     label = {"kind": "stdio", "tests": [{"input": "", "output": "1\n"}]}
     slow = "```python\nimport time\ntime.sleep(1.0)\nprint(1)\n```"
     out = {}
-    t = threading.Thread(target=lambda: out.update(r=httpx.post(
-        server.url + "/reward", json={"completions": [slow], "labels": [label]}, timeout=60)))
+
+    def post(key, text):
+        out[key] = httpx.post(server.url + "/reward", json={"completions": [text],
+                                                            "labels": [label]}, timeout=60)
+
+    t = threading.Thread(target=post, args=("slow", slow))
     t.start()
     deadline = time.monotonic() + 20
     while httpx.get(server.url + "/health").json()["queue_requests"] < 1:
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    r = httpx.post(server.url + "/reward", json={"completions": ["print(1)"], "labels": [label]})
-    assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1, r.text
+    t2 = threading.Thread(target=post, args=("next", "print(1)"))
+    t2.start()
+    while (h := httpx.get(server.url + "/health").json())["waiting_requests"] < 1:
+        assert time.monotonic() < deadline and "next" not in out, h
+        time.sleep(0.02)
+    assert h["pending_rewards"] == 1     # the second one waits; one is scored at a time
     t.join()
-    assert out["r"].json()["rewards"] == [1.0]
-    r = httpx.post(server.url + "/reward", json={"completions": ["print(1)"], "labels": [label]})
-    assert r.json()["rewards"] == [1.0]   # the slot is free again
+    t2.join()
+    assert out["slow"].json()["rewards"] == [1.0]
+    assert out["next"].json()["rewards"] == [1.0]
+    assert httpx.get(server.url + "/health").json()["pending_rewards"] == 0
 
 
 def test_open_connections_are_bounded(server):

@@ -273,11 +273,17 @@ def test_cure_converted_schema(tmp_path, ex):
                       "private_tests": {"input": ["1"], "output": []}}, "private_tests"),
 ])
 def test_malformed_record_names_the_record(tmp_path, name, row, field):
+    """A row a loader cannot use: with ``strict``, a one-line error naming the record; by
+    default skipped, counted and named in the load report, the rows around it loaded."""
     good = _lcb_rows()[1] if name == "livecodebench" else None
     rows = ([good] if good else []) + [row]
+    path = write_jsonl(tmp_path / "bad.jsonl", rows)
     with pytest.raises(LoaderError, match=field) as e:
-        load_tasks(name, write_jsonl(tmp_path / "bad.jsonl", rows))
-    assert "record" in str(e.value)
+        load_tasks(name, path, strict=True)
+    assert "record" in str(e.value) and "\n" not in str(e.value)
+    ts = load_tasks(name, path)
+    assert len(ts) == len(rows) - 1 and ts.skipped == [str(e.value)]
+    assert f"1 row skipped (--strict: an error): {e.value}" in ts.summary()
 
 
 @pytest.mark.slow
@@ -285,7 +291,7 @@ def test_bad_file_and_offline_hub_id(tmp_path):
     bad = tmp_path / "broken.jsonl"
     bad.write_text('{"task_id": 1}\n{oops\n')
     with pytest.raises(LoaderError, match="line 2"):
-        load_tasks("mbpp", bad)
+        load_tasks("mbpp", bad, strict=True)
     with pytest.raises(LoaderError, match="local file"):
         load_tasks("codecontests", "deepmind/code_contests")  # no network here
     with pytest.raises(LoaderError, match="no such file"):

@@ -95,11 +95,74 @@ def test_score_by_hand():
     s = score(b, {"passed": [[True, True, True, True], [True, False, False, True]]},
               RewardOptions())
     assert s.code_rewards == [1.0, LOWEST["code"], 0.5]
-    # W = {unparsed, wrong}: test 1 accurate, catches both -> 1; test 2 unparsed -> -1;
-    # test 3 accurate, catches only the unparsed one -> 0.5
-    assert s.test_rewards == [1.0, LOWEST["test"], 0.5]
+    # W = {wrong} (the unparsed completion is no program): test 1 accurate, catches it -> 1;
+    # test 2 unparsed -> -1; test 3 accurate, the wrong program passes it -> 0
+    assert s.test_rewards == [1.0, LOWEST["test"], 0.0]
     assert s.n_correct == 1 and s.code_parse_failures == 1 and s.test_parse_failures == 1
     assert s.cells == 2 * 4
+    # CURE's formula as published (W = {unparsed, wrong}): test 3 "catches" the unparsed one
+    cure = RewardOptions(wrong_programs_only=False)
+    s = score(b, {"passed": [[True, True, True, True], [True, False, False, True]]}, cure)
+    assert s.test_rewards == [1.0, LOWEST["test"], 0.5]
+
+
+FIB = Task(id="fib", source="t", kind="functional", entry_point="fib", prompt="fib(n)",
+           tests=[TestCase(code=f"assert fib({n}) == {v}") for n, v in
+                  ((0, 0), (1, 1), (2, 1), (10, 55))])
+RIGHT_FIB = ("```python\ndef fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n"
+             "        a, b = b, a + b\n    return a\n```")
+WRONG_FIB = "```python\ndef fib(n):\n    return n\n```"
+PROSE = ["The n-th Fibonacci number is the sum of the two before it.",
+         "I would solve this with dynamic programming, keeping the last two values.",
+         "Sorry, I cannot write this function."]
+FIB_TESTS = {"trivial": "```python\nassert fib(1) == 1\n```",    # `return n` passes it too
+             "catching": "```python\nassert fib(6) == 8\n```",
+             "wrong": "```python\nassert fib(6) == 6\n```"}
+
+
+def _fib_rewards(executor, codes, options=None):
+    options = options or RewardOptions()
+    b = prepare(FIB, codes, list(FIB_TESTS.values()), options)
+    s = score(b, executor.run([b.job])[0], options)
+    return s, dict(zip(FIB_TESTS, s.test_rewards))
+
+
+def test_prose_pays_a_test_no_more_than_real_wrong_programs(executor):
+    """The scripted batch of docs/CORE.md: one correct solution and three completions of prose
+    against one trivial test (one that even the wrong program `return n` passes). Beside three
+    real wrong programs the trivial test earns 0; beside prose it earned +1 under CURE's
+    formula (every test "caught" the prose) and earns 0 now."""
+    real, r_real = _fib_rewards(executor, [RIGHT_FIB] + [WRONG_FIB] * 3)
+    prose, r_prose = _fib_rewards(executor, [RIGHT_FIB] + PROSE)
+    assert r_real == {"trivial": 0.0, "catching": 1.0, "wrong": -1.0}
+    assert r_prose["trivial"] <= r_real["trivial"]
+    assert r_prose == {"trivial": 0.0, "catching": 0.0, "wrong": -1.0}
+    assert prose.code_rewards == [1.0] + [LOWEST["code"]] * 3  # the coder's side is unchanged
+    assert prose.counts.wrong_x_accurate == 0 and real.counts.wrong_x_accurate == 6
+    # the hole, under CURE's formula as published: the trivial test is paid for the prose
+    _, cure = _fib_rewards(executor, [RIGHT_FIB] + PROSE, RewardOptions(wrong_programs_only=False))
+    assert cure["trivial"] == 1.0
+    # mixed: one real wrong program and two prose; the real one decides
+    _, mixed = _fib_rewards(executor, [RIGHT_FIB, WRONG_FIB] + PROSE[:2])
+    assert mixed == {"trivial": 0.0, "catching": 1.0, "wrong": -1.0}
+
+
+def test_what_is_not_a_program_is_decided_by_the_parser_and_the_compiler(executor):
+    """Not programs: nothing parsed, or a text the judge could not compile (`syntax_error` in its
+    whole row: `ast.parse` accepts a `return` outside a function, `compile` does not). A
+    program that ran and crashed, on import included, is a program (a wrong one)."""
+    from coevo_code.matrix import program_rows
+    uncompiled = "```python\ndef fib(n):\n    return n\nreturn 1\n```"
+    crashes = "```python\nimport no_such_module_here\ndef fib(n):\n    return n\n```"
+    b = prepare(FIB, [RIGHT_FIB, PROSE[0], uncompiled, crashes], list(FIB_TESTS.values()),
+                RewardOptions())
+    res = executor.run([b.job])[0]
+    assert res["outcomes"][1] == ["syntax_error"] * 7 and "runtime_error" in res["outcomes"][2]
+    assert program_rows(b, res).tolist() == [True, False, False, True]
+    s = score(b, res, RewardOptions())
+    # W = {crashes}: every accurate test catches it (it is a real wrong program)
+    assert dict(zip(FIB_TESTS, s.test_rewards)) == {"trivial": 1.0, "catching": 1.0,
+                                                    "wrong": -0.0}
 
 
 def test_no_correct_solution_means_no_test_reward_and_no_gold_no_code_reward():
@@ -214,7 +277,7 @@ def test_native_loader_errors_name_the_record(tmp_path, text, needle):
     f = tmp_path / "p.yaml"
     f.write_text(text)
     with pytest.raises(LoaderError, match=needle.replace("[", r"\[").replace("]", r"\]")):
-        load_tasks("native", str(f))
+        load_tasks("native", str(f), strict=True)
 
 
 # ---- the tiny model's files ----------------------------------------------------------------------
@@ -276,10 +339,76 @@ def test_reward_call_without_trl_scores_a_plain_batch():
                 split=["train"] * 4, log_metric=lambda k, v: logged.__setitem__(k, v))
     finally:
         step.close()
-    # the inaccurate test (2 -> 5) fails the correct solution; no wrong solution passes it: -0
-    assert out == [1.0, 0.0, 1.0, 0.0]
+    # the only solution outside C is no program: nothing to catch, so the accurate test (3 -> 6)
+    # earns 0 and the inaccurate one (2 -> 5, it fails the correct solution) -1
+    assert out == [1.0, 0.0, 0.0, -1.0]
     assert step.last.metrics["code_acc"] == 0.5 and logged["coevo/code_acc"] == 0.5
     assert step.last.no_signal == [False] * 4
+
+
+def _lazy_surrogate_task(tmp_path):
+    """A CodeContests-schema row whose private test holds a lone surrogate: its tests are
+    decoded only when used, so it loads, and the executor refuses its job."""
+    row = {"name": "surrogate", "description": "Print the number read.",
+           "public_tests": {"input": ["1\n"], "output": ["1\n"]},
+           "private_tests": {"input": ["2\ud800\n", "3\n"], "output": ["2\n", "3\n"]}}
+    path = tmp_path / "cc.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    [task] = load_tasks("codecontests", path)
+    return task
+
+
+def test_a_refused_job_is_a_counted_skip_and_the_step_goes_on(tmp_path, caplog):
+    """Issue 51: a problem whose job the executor answers with an error ended the whole batch
+    (RuntimeError: the executor gave no matrix). Its rows now get no reward, the step counts it
+    (problems_refused) and names it once, and every other problem of the batch is scored."""
+    pytest.importorskip("trl")
+    from coevo_code.training.step import CoevoStep
+    sur = _lazy_surrogate_task(tmp_path)
+    echo = "```python\nprint(input())\n```"
+    rows = [(0, "code", GOOD, 5), (0, "code", WRONG, 5), (0, "test", _t("3\n", "6\n"), 7),
+            (0, "test", _t("2\n", "5\n"), 7),
+            (1, "code", echo, 5), (1, "code", WRONG, 5), (1, "test", _t("7\n", "7\n"), 7),
+            (1, "test", _t("8\n", "9\n"), 7)]
+    step = CoevoStep({"train": [STDIO, sur]}, RewardOptions(), executor_options={"slots": 1})
+    try:
+        with caplog.at_level("WARNING", logger="coevo_code.training.step"):
+            out = step.run(rows, "train")
+            again = step.run(rows, "train")
+    finally:
+        step.close()
+    assert out.rewards[:4] == [1.0, 0.5, 1.0, 0.0]  # the other problem, scored as ever
+    assert out.rewards[4:] == [None] * 4 and out.no_signal[4:] == [True] * 4
+    assert out.metrics["problems"] == 2 and out.metrics["problems_refused"] == 1
+    assert again.metrics["problems_refused"] == 1 and again.rewards == out.rewards
+    named = [r.message for r in caplog.records if "surrogate" in r.message]
+    assert len(named) == 1 and "the executor refused the job of problem surrogate" in named[0]
+    assert "\n" not in named[0]
+
+
+def test_a_generated_test_no_program_can_read_is_an_invalid_test_not_a_refused_job():
+    """A tester's stdio test holding a lone surrogate (a model's JSON "\\ud800") would make the
+    executor refuse the problem's whole job; it is an invalid test instead (ok=False, -1), and
+    the job runs the rest."""
+    b = prepare(STDIO, [GOOD], [_t("3\n", "6\n"), _t("3\ud800\n", "6\n"), _t("1\n", "\udfff")],
+                RewardOptions())
+    assert [x.ok for x in b.tests] == [True, False, False]
+    assert len(b.job["tests"]) == 2 + 1
+    from coevo_code.execution.jobs import parse_job
+    parse_job(b.job)  # the executor takes it
+
+
+def test_evaluation_leaves_a_refused_problem_out_and_scores_the_rest(tmp_path, executor):
+    from coevo_code.evaluation.harness import judge, summarize
+    sur = _lazy_surrogate_task(tmp_path)
+    gens = {(STDIO.id, "code"): [GOOD, WRONG], (STDIO.id, "test"): [_t("3\n", "6\n")],
+            (sur.id, "code"): ["```python\nprint(input())\n```"], (sur.id, "test"): []}
+    refused: list = []
+    problems = judge([STDIO, sur], gens, 2, 1, executor, refused=refused)
+    assert [p.task_id for p in problems] == [STDIO.id]
+    assert refused == [{"task_id": "surrogate", "error": refused[0]["error"]}]
+    assert refused[0]["error"].startswith("the executor refused the job of problem surrogate: ")
+    assert summarize(problems, [(2, 1)], ["cure"], bootstrap=0)["metrics"]["pass@1"] == 0.5
 
 
 def test_the_step_passes_named_rows_and_an_explicit_shared_state():
@@ -305,7 +434,8 @@ def test_the_step_passes_named_rows_and_an_explicit_shared_state():
         assert named[2].role == "test" and named[2].length == 7 and named[2] == rows[2]
         got = gold.score_rows(named, "train")
         assert isinstance(got, ScoredRows) and got.shared is None
-        assert got.rewards == [1.0, 0.0, 1.0, 0.0] and set(got.phases) == {"execution", "rewards"}
+        assert got.rewards == [1.0, 0.0, 0.0, -1.0]  # the one wrong row is no program
+        assert set(got.phases) == {"execution", "rewards"}
         out = gold.run(rows, "train")  # plain tuples still read
         assert out.rewards == got.rewards and set(out.phases) == {"execution", "rewards"}
         lf = free.score_rows(named, "train")

@@ -292,6 +292,96 @@ def test_an_entry_point_named_like_a_standard_export_is_the_programs(executor):
     assert executor.run([job])[0]["outcomes"] == [["ok", "ok", "ok"]]
 
 
+# What the program returns, of every kind a handle stands for; and the ABC checks a test makes.
+ABC_OBJECTS = {
+    "iterable_only": "class R:\n    def __iter__(self):\n        return iter([1, 2])\n"
+                     "def f():\n    return R()",
+    "collection": "class B:\n    def __len__(self):\n        return 2\n"
+                  "    def __iter__(self):\n        return iter([1, 2])\n"
+                  "    def __contains__(self, x):\n        return x in (1, 2)\ndef f():\n"
+                  "    return B()",
+    "sequence_by_inheritance": "import collections.abc\n"
+                               "class S(collections.abc.Sequence):\n"
+                               "    def __len__(self):\n        return 2\n"
+                               "    def __getitem__(self, i):\n"
+                               "        if i > 1:\n            raise IndexError(i)\n"
+                               "        return i + 1\ndef f():\n    return S()",
+    "registered_mapping": "import collections.abc\nclass M:\n    pass\n"
+                          "collections.abc.Mapping.register(M)\ndef f():\n    return M()",
+    "unhashable": "class U:\n    def __eq__(self, other):\n        return False\n"
+                  "def f():\n    return U()",
+    "generator": "def f():\n    return (i for i in (1, 2))",
+    "dict_keys": "def f():\n    return {1: 0, 2: 0}.keys()",
+    "int_subclass": "class I(int):\n    pass\ndef f():\n    return I(2)",
+    "callable": "class C:\n    def __call__(self):\n        return 2\ndef f():\n    return C()",
+}
+ABC_CHECKS = ["Sized", "Iterable", "Container", "Collection", "Iterator", "Generator", "Hashable",
+              "Reversible", "Callable", "Sequence", "Mapping", "Set", "KeysView",
+              "numbers.Integral", "numbers.Number"]
+
+
+def test_isinstance_of_an_abc_answers_as_for_the_object(executor):
+    """A value the program returns is a handle in the test's process; ``isinstance`` with an
+    abstract base class answers as it does for the object in one Python process: structural
+    ABCs (Sized, Iterable, Container...) by the methods the object's class has, nominal ones
+    (Sequence, Mapping, KeysView, Integral...) by the program's inheritance and registrations.
+    A handle used to answer Sized, Iterable and Container True for any object."""
+    tests = ["import numbers\nfrom collections.abc import *\nassert isinstance(f(), %s)" % c
+             for c in ABC_CHECKS] + ["from collections.abc import Sized\nassert not "
+                                     "isinstance(f(), Sized) or len(f()) == 2"]
+    job = {"kind": "functional", "entry_point": "f", "programs": list(ABC_OBJECTS.values()),
+           "tests": [{"code": t} for t in tests]}
+    res = executor.run([job])[0]
+    for (name, program), row in zip(ABC_OBJECTS.items(), res["outcomes"]):
+        want = []
+        for t in tests:  # the same test beside the program, in this process
+            g: dict = {}
+            exec(program, g)
+            try:
+                exec(t, g)
+                want.append("ok")
+            except AssertionError:
+                want.append("wrong_answer")
+            except Exception:  # noqa: BLE001 - as the judge labels any other exception
+                want.append("runtime_error")
+        assert row == want, (name, [(c, a, b) for c, a, b in zip(tests, row, want) if a != b])
+    assert res["outcomes"][0][0] == "wrong_answer"  # the case of the report: no __len__
+
+
+def test_a_handle_forwards_what_the_objects_class_has():
+    """The handle classes themselves: one per shape, with exactly the object's methods (None for
+    a class that is unhashable), registered with the nominal ABCs the object is an instance of;
+    a program's shape outside the bit masks, or more kinds of object than the cap, ends the call
+    as the program's protocol error."""
+    import collections.abc as abc
+
+    from coevo_code.sandbox import cell
+    methods, abcs = cell.object_shape({1: 2}.keys())
+    cls = cell.handle_class(methods, abcs)
+    assert cls is cell.handle_class(methods, abcs) and issubclass(cls, abc.KeysView)
+    assert issubclass(cls, abc.Set) and not issubclass(cls, abc.Sequence)
+    unhashable = cell.handle_class(*cell.object_shape([]))
+    assert unhashable.__hash__ is None and issubclass(unhashable, abc.MutableSequence)
+    assert cell.object_shape(len) == cell.object_shape(print)  # one class for every builtin
+
+    class Link(cell._Link):
+        def __init__(self):
+            super().__init__(-1, -1)
+    link = Link()
+    with pytest.raises(cell.ProgramGone):
+        link.handle(1, "x", 1 << len(cell.SHAPE_METHODS), 0)
+    with pytest.raises(cell.ProgramGone):
+        link.handle(2, "x", 0, -1)
+    assert link.gone == "PROTOCOL"
+    saved = dict(cell._SHAPED)
+    try:
+        cell._SHAPED.update({("filler", i): object for i in range(cell.HANDLE_SHAPES_CAP)})
+        assert cell.handle_class(3, 0) is None
+    finally:
+        cell._SHAPED.clear()
+        cell._SHAPED.update(saved)
+
+
 def test_the_judge_compiles_short_tests_and_leaves_the_rest_to_their_cell():
     """A short test reaches its cells compiled, once per unit (its last expression assigned to
     the cell's output); a long one, or one whose compiling fails in the judge, reaches them as

@@ -114,6 +114,8 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
             cells = sum(len(v) * len(t.tests) for t in ts for v in [samples.get(t.id, [])])
             with tqdm(total=cells, unit="cell", disable=args.quiet, file=sys.stderr) as bar:
                 summary, verdicts = score_samples(ts, samples, ex, progress=bar.update)
+            for r in summary.get("tasks_refused", []):
+                print(f"warning: {r['error']} (left out)", file=sys.stderr)
             results = {**summary, "samples_file": str(args.samples), "per_task": per_task(verdicts)}
         else:
             sampling = gen.sampling(args.seed)
@@ -135,8 +137,16 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
                 def grow(n):
                     bar.total = max(bar.total or 0, bar.n + n)
                     bar.update(n)
-                problems = judge(list(ts), gens, args.k_code, args.k_test, ex, progress=grow)
+                refused: list = []
+                problems = judge(list(ts), gens, args.k_code, args.k_test, ex, progress=grow,
+                                 refused=refused)
+            for r in refused:  # left out of every figure; the others are scored
+                print(f"warning: {r['error']} (left out)", file=sys.stderr)
             summary = summarize(problems, bon, rankers, bootstrap=args.bootstrap, seed=args.seed)
+            if refused:
+                summary["problems_refused"] = refused
+            if ts.skipped:
+                summary["rows_skipped"] = list(ts.skipped)
             results = {"benchmark": ts.name, "source": ts.origin, "model": args.model,
                        "engine": gen.engine, "k_code": args.k_code, "k_test": args.k_test,
                        "bon": [f"{n}x{m}" for n, m in bon], "rankers": rankers,

@@ -149,7 +149,7 @@ ADVICE = {
 
 class DoctorCommand(OptionsCommand):
     name = "doctor"
-    help = "show which sandbox layers are active and how to fix others"
+    help = "show which sandbox layers and generation engines are active, and how to fix others"
     options = (ExecutionOptions,)
 
     def main(self, args: ExecutionOptions) -> int:
@@ -193,6 +193,10 @@ class DoctorCommand(OptionsCommand):
             print(f"        {'':<{width}}  to enable: {ADVICE['container']}")
         seeded, how = rep["hash_seed"]
         print(f"  [{'on ' if seeded else 'OFF'}] {'hash seed':<{width}}  {how}")
+        from ..generation.engines import engine_report
+        print("generation engines:")
+        for name, on, detail in engine_report():
+            print(f"  [{'on ' if on else 'OFF'}] {name:<12}  {detail}")
         protective = {k for k, (on, _) in rep["layers"].items() if on} & {
             "bubblewrap", "seccomp", "landlock", "container"}
         if not protective:

@@ -60,26 +60,42 @@ class ServeLimits:
     max_jobs: int = option(4096, "jobs per /execute request, malformed ones included")
     max_response_mb: float = option(64.0, "outputs a request may ask back (return_outputs: 64 "
                                           "KiB per cell counted)")
-    queue_response_mb: float = option(512.0, "the same over every queued request, then 429")
+    queue_response_mb: float = option(512.0, "the same over every queued request (more wait "
+                                               "their turn)")
     max_reward_items: int = option(4096, "completions per reward request")
     max_query_chars: int = option(1 << 20, "characters of one reward query or completion")
-    max_pending_rewards: int = option(256, "reward requests scored at once, then 429")
-    max_connections: int = option(1024, "open connections and requests, then 503")
+    max_pending_rewards: int = option(256, "reward requests scored at once (more wait their "
+                                           "turn)")
+    max_connections: int = option(8192, "open connections, waiting requests included, then 503 "
+                                        "(size it to the trainer's requests in flight)")
+    max_json_depth: int = option(64, "nesting of a body's JSON (checked as it streams in)")
+    max_json_width: int = option(100_000, "items of one JSON array or object of a body")
+    max_json_items: int = option(1_000_000, "JSON items (array elements, object members, "
+                                            "arrays and objects) in a body")
+    body_timeout: float = option(60.0, "seconds a client may take to send a body, then 408")
+    queue_mb: float = option(2048.0, "memory budget of the requests being read, parsed, queued "
+                                     "and run (more wait their turn, their bodies unread)")
+    queue_timeout: float = option(120.0, "seconds a request may wait for its turn before any of "
+                                         "its cells starts, then 503 and nothing of it runs")
+    run_code_queue_timeout: float = option(15.0, "the same for /run_code, then 504 (veRL's "
+                                                 "client waits 30 s and retries 504 only)")
     tester_max_new: int = option(8, "--tester: problems without tests yet one request may bring "
                                     "(more: 429)")
     tester_max_inline: int = option(1024, "--tester: problems given in requests whose tests are "
                                           "kept (the oldest forgotten first)")
-    queue_cells: int = option(1_000_000, "cells queued before 429")
-    queue_requests: int = option(1024, "requests queued before 429")
+    queue_cells: int = option(1_000_000, "cells queued (more wait their turn)")
+    queue_requests: int = option(1024, "requests queued (more wait their turn)")
     grace: float = option(30.0, "seconds to finish in-flight requests on SIGTERM")
 
     def __post_init__(self):
         for flag in ("max_cells", "queue_cells", "queue_requests", "max_reward_items",
                      "max_jobs", "max_query_chars", "max_pending_rewards", "max_connections",
-                     "tester_max_new", "tester_max_inline"):
+                     "tester_max_new", "tester_max_inline", "max_json_depth", "max_json_width",
+                     "max_json_items"):
             if getattr(self, flag) < 1:
                 raise ValueError(f"--{flag} must be >= 1")
-        for flag in ("max_response_mb", "queue_response_mb", "grace"):
+        for flag in ("max_response_mb", "queue_response_mb", "grace", "body_timeout", "queue_mb",
+                     "queue_timeout", "run_code_queue_timeout", "max_body_mb"):
             if not getattr(self, flag) > 0:
                 raise ValueError(f"--{flag} must be > 0")
 
@@ -123,7 +139,12 @@ class ServeCommand(OptionsCommand):
                                backend=execution.exec_backend,
                                slots=slots, launcher=iso.get("launcher", ""), tester=args.tester,
                                grace_s=lim.grace, max_query_chars=lim.max_query_chars,
-                               max_pending_rewards=lim.max_pending_rewards)
+                               max_pending_rewards=lim.max_pending_rewards,
+                               queue_timeout_s=lim.queue_timeout,
+                               run_code_queue_timeout_s=lim.run_code_queue_timeout,
+                               queue_bytes=int(lim.queue_mb * (1 << 20)),
+                               body_timeout_s=lim.body_timeout, json_depth=lim.max_json_depth,
+                               json_width=lim.max_json_width, json_items=lim.max_json_items)
         limits = Limits(time_limit_s=lim.max_time_limit, wall_limit_s=lim.max_wall_limit,
                         memory_limit_mb=lim.max_memory_mb, output_limit_mb=lim.max_output_mb,
                         cells_per_request=lim.max_cells, queue_cells=lim.queue_cells,

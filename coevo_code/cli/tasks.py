@@ -31,8 +31,6 @@ class CheckOptions:
                                           "three, docs/DATASETS.md)")
     dataset_config: str | None = option(None, "codeforces: the dataset configuration (default: "
                                               "default)", choices=["default", "verifiable"])
-    strict: bool = option(False, "codecontests/codeforces: a row the loader would refuse "
-                                 "(interactive, no tests) is an error instead")
     references: int | None = option(None, "run the first N references (and N incorrect "
                                           "solutions) of each problem (default: all)")
     no_incorrect: bool = option(False, "do not run the incorrect solutions a dataset publishes")
@@ -214,8 +212,4 @@ def dataset_options(args) -> dict:
         if name != "codeforces":
             raise CLIError("--dataset_config applies to codeforces")
         options["config"] = args.dataset_config
-    if args.strict:
-        if name not in ("codecontests", "codeforces"):
-            raise CLIError("--strict applies to codecontests and codeforces")
-        options["strict"] = True
     return options

@@ -19,6 +19,9 @@ one run directory with a subfolder per agent (see configs/pair-tiny-cpu.yaml).
 Every field of CoevoConfig (TRL's GRPOConfig plus the co-evolution fields) and of TRL's
 ModelConfig can be set in the YAML file or on the command line, e.g. --max_steps 12 --save_steps 1.
 --resume RUN_DIR continues a run from its last complete checkpoint, same data order.
+--smoke shrinks a GPU recipe to run here (tiny models, fp32, CPU, the task world, 2 steps) and
+keeps what the recipe is about (vLLM, LoRA, the loss, the rewards); `coevo train --smoke --help`
+prints its table.
 `coevo train --help-fields` lists every field."""
 
 
@@ -43,6 +46,12 @@ class TrainCommand(Command):
     def run(self, args, argv: list[str]) -> int:
         """Parse the TRL-style arguments and run :func:`coevo_code.training.train` (or launch a
         pair's agents)."""
+        smoke = "--smoke" in argv
+        argv = [a for a in argv if a != "--smoke"]
+        if smoke and any(a in ("-h", "--help") for a in argv):
+            from ..training.smoke import table
+            print(table())
+            return 0
         if argv and argv[0] in ("-h", "--help"):
             print(TRAIN_HELP)
             return 0
@@ -61,11 +70,14 @@ class TrainCommand(Command):
             from ..training.pair import PairError, launch, load_pair
             rest = without_flag(argv, "--config" if not resume else "--resume")
             try:
-                return launch(load_pair(pair_file, rest), resume=resume)
+                if smoke and resume:
+                    raise PairError("--resume takes the run's own config.yaml (a --smoke run's "
+                                    "is shrunk already); do not also pass --smoke")
+                return launch(load_pair(pair_file, rest, smoke=smoke), resume=resume)
             except (PairError, FileExistsError) as e:
                 raise CLIError(str(e).splitlines()[0])
         try:
-            parsed = parse_train_args(argv)
+            parsed = parse_train_args(argv, smoke=smoke)
         except (ValueError, FileNotFoundError) as e:
             raise CLIError(str(e).splitlines()[0] if str(e) else type(e).__name__)
         return run_train(parsed)

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..matrix import full_matrix, lost_matrix, prepare
+from ..matrix import JobRefused, full_matrix, lost_matrix, prepare
 from ..metrics import TestCounts, best_of_n_accuracy, pass_at_k, test_counts
 from ..ranking import codet_select, cure_select
 from ..rewards import correct_from_gold
@@ -98,7 +98,10 @@ class ProblemResult:
 
 
 def judge(tasks: Sequence[Task], generations: dict, k_code: int, k_test: int, executor,
-          progress=None) -> list[ProblemResult]:
+          progress=None, refused: list | None = None) -> list[ProblemResult]:
+    """Every problem's matrix. A problem whose job the executor refused (a test no program can
+    read) is left out, and added to ``refused`` as ``{"task_id", "error"}`` (the error one line
+    naming it); the others are judged as ever."""
     batches = [prepare(t, generations.get((t.id, CODE), [])[:k_code],
                        generations.get((t.id, TEST), [])[:k_test]) for t in tasks]
     jobs = [b.job for b in batches if b.job is not None]
@@ -106,7 +109,12 @@ def judge(tasks: Sequence[Task], generations: dict, k_code: int, k_test: int, ex
     out = []
     for b in batches:
         res = next(results) if b.job is not None else None
-        m = full_matrix(b, res)
+        try:
+            m = full_matrix(b, res)
+        except JobRefused as e:
+            if refused is not None:
+                refused.append({"task_id": b.task.id, "error": str(e)})
+            continue
         gold = m[:, :b.n_gold]
         out.append(ProblemResult(
             b.task.id, m, b.n_gold,

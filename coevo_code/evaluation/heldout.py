@@ -32,15 +32,15 @@ from typing import Sequence
 
 import numpy as np
 
-from ..matrix import full_matrix, prepare
+from ..matrix import JobRefused, full_matrix, prepare
 from ..metrics import TestCounts, best_of_n_accuracy, pass_at_k, test_counts
 from ..rewards import correct_from_gold
 from ..roles import coder_messages, tester_messages
 from ..tasks.model import Task
 
 FIGURES = ("code_acc", "code_acc_greedy", "pass_at_4", "ut_acc", "bon_acc", "p01", "p00", "mu")
-EVAL_KEYS = (("step",) + FIGURES + ("parse_fail_code", "parse_fail_test", "problems", "cells",
-                                    "time_s", "by_family"))
+EVAL_KEYS = (("step",) + FIGURES + ("parse_fail_code", "parse_fail_test", "problems",
+                                    "problems_refused", "cells", "time_s", "by_family"))
 
 
 @dataclass
@@ -164,19 +164,22 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
     results = executor.run(jobs) if jobs else []
     main = iter(results[:sum(b.job is not None for b in batches)])
     side = iter(results[sum(b.job is not None for b in batches):])
-    evals = []
+    evals, refused = [], []
     for t, b, r in zip(tasks, batches, refs):
-        full = full_matrix(b, next(main) if b.job is not None else None)
+        res = next(side) if r is not None else None
+        try:  # a job the executor refused leaves its problem out, counted (problems_refused)
+            full = full_matrix(b, next(main) if b.job is not None else None)
+            if res is not None and "passed" not in res:
+                raise JobRefused(f"{t.id}'s reference", res.get("error", "no result"))
+        except JobRefused as e:
+            refused.append(str(e))
+            continue
         ok = [p.ok for p in b.tests]
         n_mut = len(t.metadata.get("mutants", []))
         judged = None
         if t.references:
             judged = np.zeros((1 + n_mut, len(ok)), dtype=bool)
-            if r is not None:
-                res = next(side)
-                if "passed" not in res:
-                    raise RuntimeError(f"the executor gave no matrix for {t.id}'s reference: "
-                                       f"{res.get('error', 'no result')}")
+            if res is not None:
                 cols = [j for j, y in enumerate(ok) if y]
                 judged[:, cols] = np.asarray(res["passed"], dtype=bool)
         e = problem_eval(t, full, b.n_gold, k, ok, judged, n_mut)
@@ -184,6 +187,7 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
         e.parse_fail_test = sum(not p.ok for p in b.tests)
         evals.append(e)
     out = summarize(evals, *bon)
+    out["problems_refused"] = len(refused)
     out["cells"] = sum(len(j["programs"]) * len(j["tests"]) for j in jobs)
     out["time_s"] = time.perf_counter() - t0
     return out

@@ -24,10 +24,13 @@ class BenchmarkOptions:
                                         "(comma-separated)")
     livebench_date: str | None = option(None, "livebench: questions as of this date (default "
                                               "today): removed ones are left out")
+    strict: bool = option(False, "a row the loader cannot use (unreadable, malformed, tests no "
+                                 "program can read, interactive) ends the load with its one-line "
+                                 "error (default: skipped and counted in the load report)")
 
     def loader_options(self) -> dict:
-        """The loader options these set (only those given)."""
-        return {k: v for k, v in vars(self).items() if v not in (None, "")}
+        """The loader options these set (only those given; ``strict`` only when true)."""
+        return {k: v for k, v in vars(self).items() if v not in (None, "", False)}
 
 
 def _at_least(obj, names: tuple[str, ...], least: int = 1) -> None:

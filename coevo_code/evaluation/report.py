@@ -31,6 +31,9 @@ def write_results(out_dir: Path, results: dict) -> list[Path]:
                                       "solutions_undecided", "tests_undecided",
                                       "samples_undecided", "source")
              if k in results}
+    for key in ("problems_refused", "tasks_refused", "rows_skipped"):  # left out, and why
+        if results.get(key):
+            extra[key] = f"{len(results[key])} (results.json names each)"
     md += [""] + [f"- {k}: {v}" for k, v in extra.items()]
     md += [f"- note: {n}" for n in results.get("notes", [])]
     (out_dir / "results.md").write_text("\n".join(md) + "\n")

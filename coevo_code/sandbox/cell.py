@@ -47,6 +47,95 @@ _KEEP = []
 _STREAMS = None
 HANDLE_TEXT_CAP = 1000  # characters of a handle's repr sent along (then a digest of the rest)
 
+# A handle follows the data model for isinstance too. Its class has those of these methods the
+# object's class has, and no others: the special methods (and generator methods) by which
+# collections.abc's structural ABCs recognise a class in their __subclasshook__ (Sized,
+# Iterable, Container, Callable, Iterator, Hashable, Reversible, Collection, Generator, the async
+# ones, Buffer), and __getitem__ (iteration's fallback). Each is read from the object's class
+# as collections.abc reads it: the first class of its MRO naming it decides, and None there
+# means "not there".
+SHAPE_METHODS = ("__len__", "__iter__", "__contains__", "__call__", "__next__", "__hash__",
+                 "__reversed__", "__getitem__", "__await__", "__aiter__", "__anext__", "send",
+                 "throw", "close", "asend", "athrow", "aclose", "__buffer__")
+# the methods every handle had before its class followed the object's (a shape the program
+# could not give)
+FULL_SHAPE = sum(1 << SHAPE_METHODS.index(m) for m in ("__len__", "__iter__", "__contains__",
+                                                        "__call__", "__next__", "__hash__",
+                                                        "__getitem__"))
+# The nominal ABCs (those a class joins by inheritance or ``register``, not by its methods)
+# whose answer the program gives for each of its objects (isinstance in its own process, where
+# its registrations and inheritance live: ``dict_keys`` is a KeysView there); the handle's class
+# is registered with those that say yes. (The structural ones follow from the methods.)
+SHAPE_ABCS = tuple(("collections.abc", n) for n in (
+    "Set", "MutableSet", "Mapping", "MutableMapping", "MappingView", "KeysView", "ItemsView",
+    "ValuesView", "Sequence", "MutableSequence")) + tuple(
+    ("numbers", n) for n in ("Number", "Complex", "Real", "Rational", "Integral"))
+HANDLE_SHAPES_CAP = 256  # distinct handle classes a test makes; past them the program is
+# answering out of protocol (no honest program has that many kinds of object)
+
+
+def _shape_abcs():
+    """The ABCs of SHAPE_ABCS (None where this interpreter lacks one), imported on first
+    use."""
+    abcs = getattr(_shape_abcs, "cache", None)
+    if abcs is None:
+        import importlib
+        abcs = []
+        for mod, name in SHAPE_ABCS:
+            try:
+                abcs.append(getattr(importlib.import_module(mod), name, None))
+            except ImportError:
+                abcs.append(None)
+        _shape_abcs.cache = abcs
+    return abcs
+
+
+_SHAPE_CACHE = {}
+
+
+def object_shape(obj):
+    """``(methods, abcs)`` of a program's object, as bit masks over SHAPE_METHODS and
+    SHAPE_ABCS: which of the methods its class has (as collections.abc's ``_check_methods``
+    reads them) and which ABCs it is an instance of, in this process. The object's own code
+    may run (a ``__class__`` property, a metaclass): anything it raises gives the full shape
+    and no ABC, as a handle answered before. Within one request the shape of a class is kept
+    (``_SHAPE_CACHE``, emptied before each request; an ABC registering a class anywhere starts
+    it afresh): the program's namespace holds hundreds of functions and classes of a few
+    types."""
+    try:
+        import abc
+        t = type(obj)
+        key = (t, obj.__class__, abc.get_cache_token())
+        shape = _SHAPE_CACHE.get(key)
+        if shape is None:
+            if len(_SHAPE_CACHE) > 1024:
+                _SHAPE_CACHE.clear()
+            shape = _SHAPE_CACHE[key] = _object_shape(obj, t)
+        return shape
+    except BaseException:  # noqa: BLE001 - the object's own code may raise anything
+        return FULL_SHAPE, 0
+
+
+def _object_shape(obj, t):
+    try:
+        mro = t.__mro__
+        methods = 0
+        for i, name in enumerate(SHAPE_METHODS):
+            for klass in mro:
+                d = klass.__dict__
+                if name in d:
+                    if d[name] is not None:
+                        methods |= 1 << i
+                    break
+        abcs = 0
+        if not issubclass(t, type):  # a class is no collection or number (its metaclass would
+            for i, abc in enumerate(_shape_abcs()):  # have to be registered); and asking
+                if abc is not None and isinstance(obj, abc) is True:  # costs the most there
+                    abcs |= 1 << i
+        return methods, abcs
+    except BaseException:  # noqa: BLE001 - the object's own code may raise anything
+        return FULL_SHAPE, 0
+
 
 def _stream(fd, mode, name, like, errors, line_buffering):
     """One standard stream as CPython's ``create_stdio`` makes it for a file that is not a
@@ -213,9 +302,10 @@ class _Table:
                 text = output_text(text, HANDLE_TEXT_CAP)
             except BaseException:  # noqa: BLE001 - a MemoryError: the cut alone
                 text = text[:HANDLE_TEXT_CAP]
-        return ("H", k, text)
+        methods, abcs = object_shape(obj)
+        return ("H", k, text, methods, abcs)
 
-    def get(self, k, _repr=None):
+    def get(self, k, *_):
         try:
             return self.objs[k]
         except (KeyError, TypeError):
@@ -285,6 +375,8 @@ def _answer(msg, g, table):
             v = str(obj)
         elif what == "bool":  # __bool__, then __len__, as Python decides truth
             v = bool(obj)
+        elif what == "reversed":
+            v = reversed(obj)
         elif what == "ne":  # only between two of the program's own objects (see Handle)
             v = bool(obj != arg)
         else:
@@ -319,6 +411,7 @@ def serve_program(default_recursion, adjust, seed=None):
             try:
                 if type(msg) is not tuple or not msg:
                     raise CodecError("a request that is not a tuple")
+                _SHAPE_CACHE.clear()  # a class may have changed since the last request
                 reply = _answer(msg, g, table)
             except SystemExit:
                 os._exit(1)  # exiting during a call fails that call (the test sees it end)
@@ -412,17 +505,28 @@ class _Link:
         self.gone = "PROTOCOL"
         raise ProgramGone("PROTOCOL")
 
-    def handle(self, k, text):
+    def handle(self, k, text, methods=FULL_SHAPE, abcs=0):
+        if (type(methods) is not int or type(abcs) is not int
+                or not 0 <= methods < 1 << len(SHAPE_METHODS)
+                or not 0 <= abcs < 1 << len(SHAPE_ABCS)):
+            self.gone = "PROTOCOL"
+            raise ProgramGone("PROTOCOL")
+        cls = handle_class(methods, abcs)
+        if cls is None:
+            self.gone = "PROTOCOL"  # more kinds of object than any honest program has
+            raise ProgramGone("PROTOCOL")
         h = self.handles.get(k)
         if h is None:
-            h = self.handles[k] = Handle(self, k, text)
-        else:  # the same object: its repr as it is now
+            h = self.handles[k] = cls(self, k, text)
+        else:  # the same object: its repr and its class's shape as they are now
             object.__setattr__(h, "_repr", text)
+            if type(h) is not cls:
+                object.__setattr__(h, "__class__", cls)
         return h
 
     def encode(self, v):
         def out(obj):
-            if type(obj) is Handle and obj._link is self:
+            if type(obj) in _HANDLE_CLASSES and obj._link is self:
                 return ("H", obj._id, "")
             raise TypeError("a %s cannot be passed to the program (only plain values and the "
                             "program's own objects cross)" % type(obj).__name__)
@@ -432,7 +536,8 @@ class _Link:
 class Handle:
     """The test's stand-in for an object of the program: it can be called, iterated, indexed,
     measured, asked for attributes and given some (each a request to the program), and passed
-    back; it is equal only to itself."""
+    back; it is equal only to itself. Its class (:func:`handle_class`) has the special methods
+    the object's class has, so that ``isinstance`` with an ABC answers as for the object."""
 
     __slots__ = ("_link", "_id", "_repr")
 
@@ -440,10 +545,6 @@ class Handle:
         object.__setattr__(self, "_link", link)
         object.__setattr__(self, "_id", k)
         object.__setattr__(self, "_repr", text)
-
-    def __call__(self, *args, **kwargs):
-        link = self._link
-        return link.ask(("call", self._id, link.encode(args), link.encode(kwargs)))
 
     def __getattr__(self, name):
         if name.startswith("__"):
@@ -456,25 +557,6 @@ class Handle:
 
     def _op(self, what, arg=None):
         return self._link.ask(("op", self._id, what, self._link.encode(arg)))
-
-    def __iter__(self):
-        it = self._op("iter")
-        return it if type(it) is Handle else iter(it)
-
-    def __next__(self):
-        return self._op("next")
-
-    def __len__(self):
-        return self._op("len")
-
-    def __getitem__(self, key):
-        return self._op("getitem", key)
-
-    def __contains__(self, item):  # decided here, with the test's ==, over what it yields
-        for x in self:
-            if x is item or x == item:
-                return True
-        return False
 
     def __str__(self):
         return self._op("str")
@@ -491,12 +573,83 @@ class Handle:
         else, by identity, as ``==``."""
         if other is self:
             return False
-        if type(other) is Handle and other._link is self._link:
+        if type(other) in _HANDLE_CLASSES and other._link is self._link:
             return self._op("ne", other) is True
         return True
 
     __eq__ = object.__eq__
-    __hash__ = object.__hash__
+    __hash__ = None  # as the object's class says (SHAPE_METHODS)
+
+
+def _call(self, *args, **kwargs):
+    link = self._link
+    return link.ask(("call", self._id, link.encode(args), link.encode(kwargs)))
+
+
+def _iter(self):
+    it = self._op("iter")
+    return it if type(it) in _HANDLE_CLASSES else iter(it)
+
+
+def _contains(self, item):  # decided here, with the test's ==, over what it yields
+    for x in self:
+        if x is item or x == item:
+            return True
+    return False
+
+
+def _forward(name):
+    """A method the object's class has that the test reaches as an attribute of the object
+    (``send``, ``__await__``...): the program's bound method, called there."""
+    def method(self, *args, **kwargs):
+        return self._link.ask(("getattr", self._id, name))(*args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+def _forward_attribute(name):
+    return property(lambda self: self._link.ask(("getattr", self._id, name)))
+
+
+_SHAPE_IMPLS = {
+    "__len__": lambda self: self._op("len"),
+    "__iter__": _iter,
+    "__contains__": _contains,
+    "__call__": _call,
+    "__next__": lambda self: self._op("next"),
+    "__hash__": object.__hash__,  # by identity, as == is
+    "__reversed__": lambda self: self._op("reversed"),
+    "__getitem__": lambda self, key: self._op("getitem", key),
+}
+for _name in SHAPE_METHODS:
+    if _name not in _SHAPE_IMPLS:
+        _SHAPE_IMPLS[_name] = (_forward(_name) if _name.startswith("__")
+                               else _forward_attribute(_name))
+_HANDLE_CLASSES = {Handle}
+_SHAPED = {}
+
+
+def handle_class(methods, abcs):
+    """The class of a handle whose object's class has the methods ``methods`` (a bit mask over
+    SHAPE_METHODS) and is an instance of the nominal ABCs ``abcs`` (over SHAPE_ABCS): one class
+    per shape, made once; None past HANDLE_SHAPES_CAP shapes."""
+    key = (methods, abcs)
+    cls = _SHAPED.get(key)
+    if cls is None:
+        if len(_SHAPED) >= HANDLE_SHAPES_CAP:
+            return None
+        ns = {"__slots__": ()}
+        for i, name in enumerate(SHAPE_METHODS):
+            if methods >> i & 1:
+                ns[name] = _SHAPE_IMPLS[name]
+        if "__hash__" not in ns:
+            ns["__hash__"] = None
+        cls = _SHAPED[key] = type("Handle", (Handle,), ns)
+        for i, abc in enumerate(_shape_abcs()):
+            if abcs >> i & 1 and abc is not None:
+                abc.register(cls)
+        _HANDLE_CLASSES.add(cls)
+    return cls
 
 
 _MODULE_ALIASES = {("np", "numpy"), ("pd", "pandas"), ("plt", "matplotlib.pyplot"),
@@ -555,7 +708,8 @@ def _stdlib_binding(name, desc, link):
     is what importing it would have given: nothing more."""
     mod, attr = _stdlib_names()[name]
     real = getattr(mod, attr)
-    if desc[0] == "C" and type(desc[1]) is tuple and len(desc[1]) == 3 and desc[1][0] == "H":
+    if desc[0] == "C" and type(desc[1]) is tuple and len(desc[1]) in (3, 5) and \
+            desc[1][0] == "H":
         try:
             same = desc[1][2] == repr(real)
         except Exception:  # noqa: BLE001 - the program's object's repr may raise anything: then not the same
@@ -654,7 +808,7 @@ def output_text(text, cap=RETURN_OUTPUT_CAP):
 
 
 def _handle_text(v):
-    return v._repr if type(v) is Handle else None
+    return v._repr if type(v) in _HANDLE_CLASSES else None
 
 
 def run_test(default_recursion, adjust, with_program=True, seed=None):

@@ -56,7 +56,8 @@ def _namedtuple_fields(t):
 
 def encode(v, handle):
     """The tree of ``v``; ``handle(obj)`` returns the tree of an object that does not cross by
-    value (``("H", id, repr)``)."""
+    value (``("H", id, repr)``, or from a program ``("H", id, repr, methods, abcs)``: the
+    shape of its class, ``cell.object_shape``)."""
     t = type(v)
     if t in _SCALARS:
         return v
@@ -128,8 +129,8 @@ def _seq(x):
 
 
 def decode(x, handle, depth=0):
-    """Rebuild a tree from the receiver's own types; ``handle(id, repr)`` makes the receiver's
-    stand-in for an object that did not cross by value."""
+    """Rebuild a tree from the receiver's own types; ``handle(id, repr[, methods, abcs])``
+    makes the receiver's stand-in for an object that did not cross by value."""
     t = type(x)
     if t in _SCALARS:
         return x
@@ -254,7 +255,12 @@ def decode(x, handle, depth=0):
         if not (type(obj) is type or type(obj) is _BUILTIN_FUNCTION):
             raise CodecError("no built-in %r" % (x[1],))
         return obj
-    if tag == "H":
+    if tag == "H":  # ("H", id, repr), and from a program its class's shape (two ints)
+        if len(x) == 5:
+            if type(x[1]) is not int or type(x[2]) is not str or type(x[3]) is not int \
+                    or type(x[4]) is not int:
+                raise CodecError("a malformed handle")
+            return handle(x[1], x[2], x[3], x[4])
         _items(x, 3)
         if type(x[1]) is not int or type(x[2]) is not str:
             raise CodecError("a malformed handle")

@@ -236,7 +236,7 @@ def _judge_decode(tree):
 
     handles = {}
 
-    def handle(k, text):  # one stand-in per object of the program, as in a test process
+    def handle(k, text, *shape):  # one stand-in per object of the program, as in a test process
         h = handles.get(k)
         if h is None:
             h = handles[k] = _Opaque(k, text)

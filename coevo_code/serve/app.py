@@ -4,17 +4,31 @@ Endpoints (``docs/SERVICE.md``): ``POST /execute`` (``coevo execute``'s jobs and
 ``POST /run_code`` (SandboxFusion, Python), ``POST /reward`` and ``POST /get_reward`` (OpenRLHF's
 remote reward model), ``GET /health``, ``GET /metrics`` (Prometheus), ``GET /v1/ping``.
 
-Every request is read up to the body limit, parsed, clamped and queued without blocking the
-event loop on the sandbox; its answer comes when its last cell is in. A client that goes away
-cancels what of its request has not started. Errors are JSON ``{"error": "one line"}`` with a
-4xx status (401 no token, 400 malformed, 403 a browser's request (an ``Origin`` header) or,
-without a token, a ``Host`` that is not a loopback name, 413 too large, 415 a POST body not
-declared ``application/json``, 429 queue full with ``Retry-After``, 503 shutting down).
+Every request waits its turn (a bounded line, see below), is read up to the body limit within
+the body timeout, its JSON bounded in depth, width and items as it streams in, then parsed,
+clamped and queued without blocking the event loop on the sandbox; its answer comes when its
+last cell is in. A client that goes away cancels what of its request has not started.
+
+Load never refuses a request at once: a request that finds the server full waits, first come
+first served, for its share of the memory budget (``queue_bytes``, charged before its body is
+read: a waiting request costs its connection only), for a reward slot (``max_pending_rewards``)
+and for room in the dispatcher's queue, until its deadline (``queue_timeout_s``; for
+``/run_code`` ``run_code_queue_timeout_s``). A request none of whose cells has started by then is
+dropped and answered 503 with ``Retry-After`` (``/run_code``: 504, the one status veRL's
+SandboxFusion client retries; 503 there would be scored as a failed test), which every client we
+serve retries or reports as an error.
+
+Errors are JSON ``{"error": "one line"}``: 401 no token, 400 malformed, 403 a browser's request
+(an ``Origin`` header) or, without a token, a ``Host`` that is not a loopback name, 408 a body
+not sent within the body timeout, 413 too large (bytes, JSON depth, width or items), 415 a POST
+body not declared ``application/json``, 429 a tester request with too many new problems, 503
+busy past the deadline or shutting down, 504 ``/run_code`` busy past its deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -28,12 +42,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from . import sandboxfusion
-from .dispatcher import Dispatcher, QueueFull, ShuttingDown, TooLarge
+from .dispatcher import Dispatcher, QueueFull, QueueTimeout, ShuttingDown, TooLarge
+from .jsonscan import JSONBoundError, JSONBounds
 from .rewards import RewardError, RewardLimit, Rewards, _Runner
 
 OPEN_PATHS = ("/health", "/v1/ping")
@@ -50,7 +65,92 @@ class ServeOptions:
     tester: str | None = None
     grace_s: float = 30.0             # on SIGTERM: in-flight requests answered up to this long
     max_query_chars: int = 1 << 20    # characters of one reward query / completion
-    max_pending_rewards: int = 256    # reward requests being scored at once, then 429
+    max_pending_rewards: int = 256    # reward requests being scored at once; more wait
+    queue_timeout_s: float = 120.0    # a request none of whose cells started by then: 503
+    run_code_queue_timeout_s: float = 15.0   # the same for /run_code: 504
+    queue_bytes: int = 2 << 30        # memory budget of the bodies being read, parsed, run
+    body_timeout_s: float = 60.0      # time to send a body, once the server reads it: then 408
+    json_depth: int = 64              # a body's JSON: nesting,
+    json_width: int = 100_000         # items of one array or object,
+    json_items: int = 1_000_000       # items in all (checked while it streams in)
+
+
+# what a request holds of the memory budget while it is read, parsed, queued and run: its body
+# (twice while it is joined) and what parsing makes of it, at most PARSED_PER_BYTE bytes a body
+# byte (an empty dict, 64 bytes, of 3 bytes "{},") and PARSED_PER_ITEM bytes a JSON item
+PARSED_PER_BYTE = 32
+PARSED_PER_ITEM = 128
+MIN_COST = 4096
+
+
+def body_cost(length: int, json_items: int) -> int:
+    """Bytes of the memory budget a body of ``length`` bytes is charged."""
+    return max(MIN_COST, min(PARSED_PER_BYTE * length, 2 * length + PARSED_PER_ITEM * json_items))
+
+
+class Gate:
+    """A budget shared first come, first served (on the event loop): ``await acquire(n,
+    deadline)`` takes ``n`` when every earlier waiter has had its share and ``n`` is free;
+    raises :class:`asyncio.TimeoutError` at ``deadline`` (``time.monotonic()``) otherwise, and
+    :class:`ShuttingDown` once :meth:`close` is called."""
+
+    def __init__(self, capacity: int):
+        self.capacity = self.free = capacity
+        self._waiters: collections.deque = collections.deque()
+        self.waited = 0   # acquisitions that had to wait, ever
+        self.closed = False
+
+    def close(self) -> None:
+        """Every waiter, and every later acquire, gets :class:`ShuttingDown`."""
+        self.closed = True
+        while self._waiters:
+            _, fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_exception(ShuttingDown("the server is shutting down"))
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for _, f in self._waiters if not f.done())
+
+    async def acquire(self, n: int, deadline: float) -> int:
+        n = min(n, self.capacity)     # one request alone always fits
+        if self.closed:
+            raise ShuttingDown("the server is shutting down")
+        if not self._waiters and self.free >= n:
+            self.free -= n
+            return n
+        self.waited += 1
+        fut = asyncio.get_running_loop().create_future()
+        entry = (n, fut)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), max(0.0, deadline - time.monotonic()))
+        except BaseException:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self.release(n)          # granted at the moment it timed out
+            else:
+                fut.cancel()
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(entry)
+                self._wake()
+            raise
+        return n
+
+    def release(self, n: int) -> None:
+        self.free += n
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            n, fut = self._waiters[0]
+            if fut.done():
+                self._waiters.popleft()
+            elif n <= self.free:
+                self._waiters.popleft()
+                self.free -= n
+                fut.set_result(None)
+            else:
+                return
 
 
 class HTTPError(Exception):
@@ -79,6 +179,12 @@ class _Metrics:
               ).set_function(lambda: dispatcher.inflight_pieces)
         Gauge("coevo_serve_cancelled_cells", "cells dropped because their client went away",
               registry=r).set_function(lambda: dispatcher.cancelled_cells)
+        self.waiting = Gauge("coevo_serve_waiting_requests", "requests waiting for their turn "
+                             "(memory budget, reward slot or room in the queue)", registry=r)
+        self.waited = Gauge("coevo_serve_waited_requests", "requests that waited for their turn "
+                            "(once for each of the three), since the start", registry=r)
+        self.budget = Gauge("coevo_serve_queue_bytes", "bytes of the memory budget held by "
+                            "requests being read, parsed, queued or run", registry=r)
 
 
 class _ClientGone(Exception):
@@ -92,24 +198,87 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
     metrics = _Metrics(dispatcher)
     dispatcher.on_cells = metrics.cells.inc
     state = {"closing": False, "started": time.time(), "deadline": None, "pending_rewards": 0}
+    budget = Gate(max(opts.queue_bytes, MIN_COST))          # bodies read, parsed, queued, run
+    reward_slots = Gate(opts.max_pending_rewards)            # reward requests being scored
+    metrics.waiting.set_function(lambda: budget.waiting + reward_slots.waiting
+                                 + dispatcher.waiting_requests)
+    metrics.budget.set_function(lambda: budget.capacity - budget.free)
+    metrics.waited.set_function(lambda: budget.waited + reward_slots.waited
+                                + dispatcher.lined_requests)
     # reward requests run TesterReward, which blocks on its cells: one thread each while they
-    # wait (asyncio's default pool has cores + 4 threads, too few for OpenRLHF's one-sample
-    # requests); the queue bounds how many can wait
-    reward_pool = concurrent.futures.ThreadPoolExecutor(max_workers=256,
+    # are scored (asyncio's default pool has cores + 4 threads, too few for OpenRLHF's
+    # one-sample requests); the others wait for a slot before their bodies are read
+    reward_pool = concurrent.futures.ThreadPoolExecutor(max_workers=opts.max_pending_rewards,
                                                         thread_name_prefix="coevo-reward")
+
+    def overloaded(endpoint: str, message: str, retry_after: int) -> HTTPError:
+        # veRL's SandboxFusion client retries 504 only (any other error is a failed test);
+        # OpenRLHF's reward client and our own retry any; the SandboxFusion client any non-200
+        if endpoint == "run_code":
+            return HTTPError(504, message, "queue_timeout", {"Retry-After": str(retry_after)})
+        return HTTPError(503, message, "queue_timeout", {"Retry-After": str(retry_after)})
+
+    def deadline_for(endpoint: str) -> float:
+        return time.monotonic() + (opts.run_code_queue_timeout_s if endpoint == "run_code"
+                                   else opts.queue_timeout_s)
+
+    async def take(gate: Gate, n: int, deadline: float, endpoint: str, what: str) -> int:
+        try:
+            return await gate.acquire(n, deadline)
+        except ShuttingDown as e:
+            raise shutting_down(str(e)) from None
+        except asyncio.TimeoutError:
+            raise overloaded(endpoint, f"the server is busy: no {what} freed up before this "
+                             "request's deadline (nothing of it ran); retry",
+                             dispatcher._retry_after()) from None
+
+    def cost_of(request: Request) -> int:
+        size = request.headers.get("content-length")
+        length = int(size) if size is not None and size.isdigit() else opts.max_body_bytes
+        return body_cost(min(length, opts.max_body_bytes), opts.json_items)
 
     async def read_json(request: Request) -> Any:
         size = request.headers.get("content-length")
         if size is not None and size.isdigit() and int(size) > opts.max_body_bytes:
             raise HTTPError(413, f"the body has {size} bytes; this server takes at most "
                             f"{opts.max_body_bytes}", "too_large")
-        chunks, got = [], 0
-        async for chunk in request.stream():
-            got += len(chunk)
-            if got > opts.max_body_bytes:
-                raise HTTPError(413, f"the body exceeds {opts.max_body_bytes} bytes", "too_large")
-            chunks.append(chunk)
+        scan = JSONBounds(opts.json_depth, opts.json_width, opts.json_items)
+        chunks: list[bytes] = []
+        refused: list[HTTPError] = []
+
+        async def receive_all():
+            got = 0
+            async for chunk in request.stream():
+                got += len(chunk)
+                if got > opts.max_body_bytes:
+                    raise HTTPError(413, f"the body exceeds {opts.max_body_bytes} bytes",
+                                    "too_large", {"Connection": "close"})
+                if refused:     # the rest of a refused body: read and dropped, so that its
+                    continue    # client, still sending, can read the answer
+                try:   # the bounds as it streams in: a body over them is never parsed
+                    if len(chunk) > 16384:   # a large chunk: off the event loop
+                        await asyncio.to_thread(scan.feed, chunk)
+                    else:
+                        scan.feed(chunk)
+                except JSONBoundError as e:
+                    refused.append(HTTPError(413, str(e), "too_large", {"Connection": "close"}))
+                    chunks.clear()
+                    continue
+                chunks.append(chunk)
+
+        try:
+            await asyncio.wait_for(receive_all(), opts.body_timeout_s)
+        except asyncio.TimeoutError:
+            if refused:
+                raise refused[0] from None
+            raise HTTPError(408, f"the body was not sent within {opts.body_timeout_s:g} s",
+                            "slow_body", {"Connection": "close"}) from None
+        except ClientDisconnect:
+            raise _ClientGone() from None
+        if refused:
+            raise refused[0]
         body = b"".join(chunks)
+        del chunks[:]
         try:
             if len(body) > 65536:
                 return await asyncio.to_thread(json.loads, body)
@@ -130,15 +299,21 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
         return HTTPError(503, message, "shutting_down", {"Retry-After": "5",
                                                          "Connection": "close"})
 
-    async def wait(request: Request, fut, cancel) -> Any:
+    async def wait(request: Request, fut, endpoint: str, deadline: float) -> Any:
         """The future's result, or _ClientGone (after cancelling) when the client leaves. A
+        request none of whose cells has started at its deadline is dropped (overloaded). A
         handler cancelled (uvicorn's shutdown timeout) cancels the request too."""
         wrapped = asyncio.wrap_future(fut)
         gone = asyncio.ensure_future(until_disconnect(request))
         try:
-            done, _ = await asyncio.wait({wrapped, gone}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({wrapped, gone}, return_when=asyncio.FIRST_COMPLETED,
+                                         timeout=max(0.0, deadline - time.monotonic()))
+            if not done:   # its deadline: dropped if it has not started, else it runs on
+                dispatcher.expire(fut)
+                done, _ = await asyncio.wait({wrapped, gone},
+                                             return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            cancel()
+            dispatcher.cancel(fut)
             raise
         finally:
             gone.cancel()
@@ -147,25 +322,62 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
                 return wrapped.result()
             except ShuttingDown as e:
                 raise shutting_down(str(e)) from None
-        cancel()
+            except QueueTimeout as e:
+                raise overloaded(endpoint, str(e), e.retry_after) from None
+        dispatcher.cancel(fut)
         wrapped.cancel()
         raise _ClientGone()
 
-    def submit(jobs) -> Any:
+    def submit(jobs, endpoint: str) -> Any:
         if state["closing"]:
             raise shutting_down()
         try:
-            return dispatcher.submit(jobs)
+            return dispatcher.submit(jobs, wait=True)
         except TooLarge as e:
             raise HTTPError(413, str(e), "too_large") from None
         except ShuttingDown as e:
             raise shutting_down(str(e)) from None
         except QueueFull as e:
-            raise HTTPError(429, str(e), "queue_full",
-                            {"Retry-After": str(e.retry_after)}) from None
+            raise overloaded(endpoint, str(e), e.retry_after) from None
+
+    def gated(endpoint: str, fn):
+        """Every POST: (a reward request: a reward slot, then) its share of the memory budget
+        before its body is read, both held until it is answered (a reward request: until its
+        thread is done), each waited for first come, first served, up to its deadline."""
+        async def run(request: Request):
+            if state["closing"]:
+                raise shutting_down()
+            if endpoint == "reward" and rewards is None:
+                raise HTTPError(404, "this server loads no problems: start it with --problems "
+                                "(and --tester for a tester's reward)", "no_rewards")
+            deadline = deadline_for(endpoint)
+            hold: dict = {"release": []}
+            try:
+                if endpoint == "reward":
+                    # each one holds its parsed body and a thread while it is scored
+                    await take(reward_slots, 1, deadline, endpoint, "reward slot")
+                    state["pending_rewards"] += 1
+
+                    def free_slot():
+                        state["pending_rewards"] -= 1
+                        reward_slots.release(1)
+                    hold["release"].append(free_slot)
+                n = await take(budget, cost_of(request), deadline, endpoint, "memory")
+                hold["release"].append(lambda: budget.release(n))
+                return await fn(request, deadline, hold)
+            finally:
+                def release(_=None):
+                    for r in hold["release"]:
+                        r()
+                task = hold.get("task")
+                if task is None or task.done():
+                    release()
+                else:
+                    task.add_done_callback(release)
+        return run
 
     # ---- endpoints -------------------------------------------------------------------------------
-    async def execute(request: Request):
+    async def execute(request: Request, deadline: float, hold: dict):
         body = await read_json(request)
         if isinstance(body, dict) and "jobs" in body:
             jobs = body["jobs"]
@@ -178,12 +390,15 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
                             "malformed")
         if not isinstance(jobs, list):
             raise HTTPError(400, "'jobs' must be a list", "malformed")
+        del body
         # validating many jobs takes a while: off the event loop, which serves the others
-        fut = await asyncio.to_thread(submit, jobs) if len(jobs) > 16 else submit(jobs)
-        results = await wait(request, fut, lambda: dispatcher.cancel(fut))
+        fut = await asyncio.to_thread(submit, jobs, "execute") if len(jobs) > 16 else submit(
+            jobs, "execute")
+        del jobs
+        results = await wait(request, fut, "execute", deadline)
         return {"results": results}
 
-    async def run_code(request: Request):
+    async def run_code(request: Request, deadline: float, hold: dict):
         body = await read_json(request)
         try:
             made = sandboxfusion.to_job(body)
@@ -192,55 +407,30 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
         if isinstance(made, dict):
             return made
         job, marker = made
-        fut = submit([job])
-        results = await wait(request, fut, lambda: dispatcher.cancel(fut))
+        fut = submit([job], "run_code")
+        results = await wait(request, fut, "run_code", deadline)
         return sandboxfusion.from_result(results[0], marker)
 
-    async def run_jupyter(request: Request):
+    async def run_jupyter(request: Request, deadline: float, hold: dict):
         await read_json(request)
         return sandboxfusion.response("SandboxError", "coevo serve does not run Jupyter "
                                       "notebooks; use /run_code with language 'python'", None)
 
-    async def reward(request: Request):
-        if rewards is None:
-            raise HTTPError(404, "this server loads no problems: start it with --problems "
-                            "(and --tester for a tester's reward)", "no_rewards")
+    async def reward(request: Request, deadline: float, hold: dict):
+        body = await read_json(request)
         if state["closing"]:
             raise shutting_down()
-        # bounded: each one holds its parsed body and a thread while it is scored
-        if state["pending_rewards"] >= opts.max_pending_rewards:
-            raise HTTPError(429, f"{state['pending_rewards']} reward requests are being scored; "
-                            f"this server scores at most {opts.max_pending_rewards} at once",
-                            "queue_full", {"Retry-After": "1"})
-        state["pending_rewards"] += 1
-        hold: dict = {}
-
-        def release(_=None):
-            state["pending_rewards"] -= 1
-
-        try:
-            return await score_reward(request, hold)
-        finally:
-            # counted until its thread is done, not only until it is answered (a client gone)
-            task = hold.get("task")
-            if task is None or task.done():
-                release()
-            else:
-                task.add_done_callback(release)
-
-    async def score_reward(request: Request, hold: dict):
-        body = await read_json(request)
         try:  # parsing thousands of labels takes a while: off the event loop
             texts, tasks, mismatch = await asyncio.to_thread(
                 rewards.parse, body, opts.max_reward_items, opts.max_query_chars)
         except RewardError as e:
             raise HTTPError(400, str(e), "malformed") from None
         except RewardLimit as e:
-            raise HTTPError(429, str(e), "queue_full", {"Retry-After": "5"}) from None
+            raise HTTPError(429, str(e), "too_many_new", {"Retry-After": "5"}) from None
         del body
         if state["closing"]:
             raise shutting_down()
-        runner = _Runner(dispatcher)
+        runner = _Runner(dispatcher, deadline)
         task = asyncio.get_running_loop().run_in_executor(reward_pool, rewards.score, texts,
                                                            tasks, runner)
         hold["task"] = task
@@ -262,12 +452,11 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
         except TooLarge as e:
             raise HTTPError(413, str(e), "too_large") from None
         except RewardLimit as e:
-            raise HTTPError(429, str(e), "queue_full", {"Retry-After": "5"}) from None
+            raise HTTPError(429, str(e), "too_many_new", {"Retry-After": "5"}) from None
         except ShuttingDown as e:
             raise shutting_down(str(e)) from None
-        except QueueFull as e:
-            raise HTTPError(429, str(e), "queue_full", {"Retry-After": str(e.retry_after)}
-                            ) from None
+        except (QueueFull, QueueTimeout) as e:
+            raise overloaded("reward", str(e), e.retry_after) from None
         rewards_out = [0.0 if v is None else float(v) for v in values]
         return {"rewards": rewards_out, "scores": rewards_out,
                 "extra_logs": {"no_signal": [v is None for v in values],
@@ -281,6 +470,10 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
                 "slots": opts.slots, "launcher": opts.launcher,
                 "queue_requests": dispatcher.queued_requests,
                 "queue_cells": dispatcher.queued_cells,
+                "waiting_requests": (budget.waiting + reward_slots.waiting
+                                     + dispatcher.waiting_requests),
+                "pending_rewards": state["pending_rewards"],
+                "queue_mb": round((budget.capacity - budget.free) / (1 << 20), 1),
                 "rewards": rewards is not None, "tester": opts.tester is not None,
                 "tester_problems": len(rewards.tester.tests) if rewards and rewards.tester else 0,
                 "tester_generated": rewards.generated if rewards else 0,
@@ -315,11 +508,12 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
         return handler
 
     routes = [
-        Route("/execute", endpoint("execute", execute), methods=["POST"]),
-        Route("/run_code", endpoint("run_code", run_code), methods=["POST"]),
-        Route("/run_jupyter", endpoint("run_jupyter", run_jupyter), methods=["POST"]),
-        Route("/reward", endpoint("reward", reward), methods=["POST"]),
-        Route("/get_reward", endpoint("reward", reward), methods=["POST"]),
+        Route("/execute", endpoint("execute", gated("execute", execute)), methods=["POST"]),
+        Route("/run_code", endpoint("run_code", gated("run_code", run_code)), methods=["POST"]),
+        Route("/run_jupyter", endpoint("run_jupyter", gated("run_code", run_jupyter)),
+              methods=["POST"]),
+        Route("/reward", endpoint("reward", gated("reward", reward)), methods=["POST"]),
+        Route("/get_reward", endpoint("reward", gated("reward", reward)), methods=["POST"]),
         Route("/health", endpoint("health", health), methods=["GET"]),
         Route("/metrics", endpoint("metrics", metrics_page), methods=["GET"]),
         Route("/v1/ping", endpoint("ping", ping), methods=["GET"]),
@@ -332,12 +526,17 @@ def create_app(dispatcher: Dispatcher, rewards: Rewards | None = None,
             return
         state["closing"] = True
         state["deadline"] = time.monotonic() + opts.grace_s
+        loop = state.get("loop")
+        if loop is not None:   # requests waiting for their turn: 503 now (from the loop's thread)
+            loop.call_soon_threadsafe(budget.close)
+            loop.call_soon_threadsafe(reward_slots.close)
         timer = threading.Timer(opts.grace_s, dispatcher.abort)
         timer.daemon = True
         timer.start()
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        state["loop"] = asyncio.get_running_loop()
         yield
         begin_shutdown()  # a shutdown without a signal (tests, an embedding)
         left = max(0.0, state["deadline"] - time.monotonic())

@@ -10,6 +10,12 @@ and run them with the executor's public ``run``; the pieces' outcomes are writte
 their request's matrix, and the request's future resolves when its last piece is in. A
 cancelled request (its client went away) drops its pieces not yet started.
 
+The queue is bounded in requests, cells and returnable output bytes. A request that does not fit
+either is refused (:class:`QueueFull`) or, submitted with ``wait=True``, waits in a line, first
+come first admitted, until the requests ahead of it leave room; :meth:`Dispatcher.expire` drops
+a request none of whose cells has started (in the line or in the queue) when its deadline
+passes.
+
 Local backend: ``slots`` executors of one slot each, so that no worker waits on another's slow
 piece; Ray backend: one executor (one per cluster), fed larger batches.
 """
@@ -31,6 +37,15 @@ OK = "ok"
 
 class QueueFull(Exception):
     """The server's queue is full: the client should retry after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class QueueTimeout(Exception):
+    """The request waited past its deadline without any of its cells starting; it was dropped
+    (nothing of it ran) and the client should retry after ``retry_after`` seconds."""
 
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)
@@ -92,7 +107,7 @@ class Limits:
 
 class _Request:
     __slots__ = ("future", "results", "states", "pieces", "left", "cells", "cancelled",
-                 "t0", "t_first", "started", "out_bytes")
+                 "t0", "t_first", "started", "out_bytes", "admitted")
 
     def __init__(self):
         self.future: concurrent.futures.Future = concurrent.futures.Future()
@@ -106,6 +121,7 @@ class _Request:
         self.t_first: float | None = None
         self.started = 0
         self.out_bytes = 0               # what its returned outputs may weigh
+        self.admitted = False            # in the queue (else waiting in line for room)
 
 
 class Dispatcher:
@@ -123,6 +139,9 @@ class Dispatcher:
         self.on_cells = on_cells
         self._cv = threading.Condition()
         self._ring: collections.deque[_Request] = collections.deque()  # requests with pieces
+        self._line: collections.deque[_Request] = collections.deque()  # waiting for room
+        self.expired_requests = 0
+        self.lined_requests = 0   # requests that waited in line for room, ever
         self.queued_cells = 0
         self.waiting_cells = 0  # cells of pieces not yet taken by a worker
         self.queued_requests = 0
@@ -138,9 +157,11 @@ class Dispatcher:
             w.start()
 
     # ---- submitting ------------------------------------------------------------------------------
-    def submit(self, jobs: list[Any]) -> concurrent.futures.Future:
+    def submit(self, jobs: list[Any], wait: bool = False) -> concurrent.futures.Future:
         """A future of one result per job, in order (``docs/EXECUTION.md``'s results). Raises
-        :class:`TooLarge` or :class:`QueueFull` before anything is queued."""
+        :class:`TooLarge` before anything is queued. A request that does not fit in the queue
+        raises :class:`QueueFull`, or with ``wait`` waits in line for room (see
+        :meth:`expire`)."""
         if len(jobs) > self.limits.jobs_per_request:
             raise TooLarge(f"the request has {len(jobs)} jobs; this server takes at most "
                            f"{self.limits.jobs_per_request} per request")
@@ -179,7 +200,6 @@ class Dispatcher:
         want = 4 * len(self.executors)
         size = self.piece_tests if cells + self.waiting_cells >= want * self.piece_tests else max(
             1, min(self.piece_tests, -(-cells // want)))
-        pieces = []
         for j, job in enumerate(req.states):
             if job is None:
                 continue
@@ -192,31 +212,53 @@ class Dispatcher:
                 if p in copies:
                     continue
                 for a in range(0, t, size):
-                    b = min(t, a + size)
-                    pieces.append((j, p, a, b))
-        if not pieces:  # nothing to run (malformed jobs, no tests): answered at once
+                    req.pieces.append((j, p, a, min(t, a + size)))
+        if not req.pieces:  # nothing to run (malformed jobs, no tests): answered at once
             self._finish(req)
             return req.future
         with self._cv:
             if self._stop:
                 raise ShuttingDown("the server is shutting down")
-            if self.queued_requests >= self.limits.queue_requests or (
-                    self.queued_cells and self.queued_cells + cells > self.limits.queue_cells) or (
-                    self.queued_output_bytes and self.queued_output_bytes + out_bytes
-                    > self.limits.queue_output_bytes):
+            if not self._line and self._fits(req):
+                self._admit(req)
+            elif wait:
+                self._line.append(req)
+                self._live[id(req.future)] = req
+                self.lined_requests += 1
+            else:
                 raise QueueFull(f"the queue is full ({self.queued_requests} requests, "
                                 f"{self.queued_cells} cells waiting)",
                                 retry_after=self._retry_after())
-            req.pieces.extend(pieces)
-            req.left = len(pieces)
-            self.queued_cells += cells
-            self.queued_output_bytes += out_bytes
-            self.waiting_cells += sum(b - a for _, _, a, b in pieces)
-            self.queued_requests += 1
-            self._ring.append(req)
-            self._live[id(req.future)] = req
-            self._cv.notify_all()
         return req.future
+
+    def _fits(self, req: _Request) -> bool:
+        lim = self.limits
+        return self.queued_requests < lim.queue_requests and (
+            not self.queued_cells or self.queued_cells + req.cells <= lim.queue_cells) and (
+            not self.queued_output_bytes
+            or self.queued_output_bytes + req.out_bytes <= lim.queue_output_bytes)
+
+    def _admit(self, req: _Request) -> None:
+        """Into the queue (under the lock): its pieces counted and on the ring."""
+        req.admitted = True
+        req.left = len(req.pieces)
+        self.queued_cells += req.cells
+        self.queued_output_bytes += req.out_bytes
+        self.waiting_cells += sum(b - a for _, _, a, b in req.pieces)
+        self.queued_requests += 1
+        self._ring.append(req)
+        self._live[id(req.future)] = req
+        self._cv.notify_all()
+
+    def _admit_waiting(self) -> None:
+        """Admit requests from the head of the line while they fit (under the lock)."""
+        while self._line and not self._stop and self._fits(self._line[0]):
+            self._admit(self._line.popleft())
+
+    @property
+    def waiting_requests(self) -> int:
+        """Requests in line for room in the queue."""
+        return len(self._line)
 
     def _retry_after(self) -> int:
         return max(1, min(60, int(self.queued_cells / max(1, 100 * len(self.executors))) + 1))
@@ -228,19 +270,52 @@ class Dispatcher:
             req = self._live.get(id(future))
             if req is None or req.future is not future:
                 return 0
-            req.cancelled = True
-            dropped = sum(b - a for _, _, a, b in req.pieces)
-            self.waiting_cells -= dropped
-            req.left -= len(req.pieces)
-            req.pieces.clear()
-            if req in self._ring:
-                self._ring.remove(req)
-            self.cancelled_cells += dropped
-            if req.left == 0:
-                self._release(req)
+            dropped = self._drop(req)
             if not future.done():
                 future.cancel()
             return dropped
+
+    def expire(self, future: concurrent.futures.Future) -> bool:
+        """At the request's deadline: if none of its cells has started (it is in line, or queued
+        behind others), drop it and fail its future with :class:`QueueTimeout`; True then. False
+        when it has started (it runs to its end) or is done."""
+        with self._cv:
+            req = self._live.get(id(future))
+            if req is None or req.future is not future or req.t_first is not None:
+                return False
+            self._drop(req)
+            self.expired_requests += 1
+            retry = self._retry_after()
+        if not future.done():
+            future.set_exception(QueueTimeout(
+                "the judge is busy: none of the request's cells could start before its "
+                "deadline (nothing of it ran); retry", retry_after=retry))
+        return True
+
+    def _drop(self, req: _Request, count: bool = True) -> int:
+        """Under the lock: the request's pieces not started dropped, out of the line or the ring
+        (``count``: into ``cancelled_cells``)."""
+        req.cancelled = True
+        if not req.admitted:
+            try:
+                self._line.remove(req)
+            except ValueError:
+                pass
+            self._live.pop(id(req.future), None)
+            self._admit_waiting()   # it may have been the head that did not fit
+            self._cv.notify_all()
+            return 0
+        dropped = sum(b - a for _, _, a, b in req.pieces)
+        self.waiting_cells -= dropped
+        req.left -= len(req.pieces)
+        req.pieces.clear()
+        if req in self._ring:
+            self._ring.remove(req)
+        if count:
+            self.cancelled_cells += dropped
+        if req.left == 0:
+            self._release(req)
+        return dropped
 
     # ---- the workers -----------------------------------------------------------------------------
     def _take(self) -> list:
@@ -307,6 +382,7 @@ class Dispatcher:
         self.queued_output_bytes -= req.out_bytes
         self.queued_requests -= 1
         self._live.pop(id(req.future), None)
+        self._admit_waiting()
         self._cv.notify_all()
 
     def _finish(self, req: _Request) -> None:
@@ -330,13 +406,14 @@ class Dispatcher:
     # ---- state and shutdown ----------------------------------------------------------------------
     def idle(self) -> bool:
         with self._cv:
-            return not self._ring and self.inflight_pieces == 0 and self.queued_requests == 0
+            return not (self._ring or self._line or self.inflight_pieces
+                        or self.queued_requests)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Until every queued request is answered (graceful shutdown)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
-            while self._ring or self.inflight_pieces or self.queued_requests:
+            while self._ring or self._line or self.inflight_pieces or self.queued_requests:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
@@ -351,13 +428,7 @@ class Dispatcher:
             self._stop = True
             reqs = list(self._live.values())
             for req in reqs:
-                req.cancelled = True
-                dropped = sum(b - a for _, _, a, b in req.pieces)
-                self.waiting_cells -= dropped
-                req.left -= len(req.pieces)
-                req.pieces.clear()
-                if req.left == 0:
-                    self._release(req)
+                self._drop(req, count=False)
             self._ring.clear()
             self._cv.notify_all()
         for req in reqs:

@@ -19,9 +19,11 @@ def _sandbox(cmd: list[str]) -> bool:
 class ServeProcess:
     """``with ServeProcess(["--exec_slots", "2"]) as s: httpx.get(s.url + "/health")``."""
 
-    def __init__(self, args=(), env: dict | None = None, start_timeout: float = 120.0):
+    def __init__(self, args=(), env: dict | None = None, start_timeout: float = 120.0,
+                 cwd: str | None = None):
         self.args = list(args)
         self.env = env
+        self.cwd = cwd   # ``python -m`` imports from here first (another checkout's source)
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen | None = None
         self.url = ""
@@ -34,7 +36,7 @@ class ServeProcess:
         env.setdefault("OMP_NUM_THREADS", "1")
         cmd = [sys.executable, "-m", "coevo_code.cli", "serve", "--port", "0", *self.args]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
+                                     start_new_session=True, cwd=self.cwd)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             m = re.search(r"listening on (http://\S+)", self.log())

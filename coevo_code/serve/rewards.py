@@ -27,11 +27,13 @@ sent as 0.0 with ``no_signal`` true at its index.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import copy
 import dataclasses
 import hashlib
 import json
 import threading
+import time
 from typing import Any, Sequence
 
 from ..tasks.model import LoaderError, Task, TestCase
@@ -53,11 +55,14 @@ class RewardLimit(Exception):
 
 
 class _Runner:
-    """An executor for one request's TesterReward: its jobs go through the dispatcher, and the
-    request can cancel them."""
+    """An executor for one request's TesterReward: its jobs go through the dispatcher (waiting
+    in line for room when the queue is full), and the request can cancel them. At ``deadline``
+    (``time.monotonic()``) jobs none of whose cells has started are dropped: ``run`` raises the
+    dispatcher's ``QueueTimeout``."""
 
-    def __init__(self, dispatcher):
+    def __init__(self, dispatcher, deadline: float | None = None):
         self.dispatcher = dispatcher
+        self.deadline = deadline
         self.futures: list = []
         self.cancelled = False
         self.lock = threading.Lock()
@@ -66,9 +71,15 @@ class _Runner:
         with self.lock:
             if self.cancelled:
                 raise RewardError("the request was cancelled")
-            fut = self.dispatcher.submit(list(jobs))
+            fut = self.dispatcher.submit(list(jobs), wait=True)
             self.futures.append(fut)
-        return fut.result()
+        if self.deadline is None:
+            return fut.result()
+        try:
+            return fut.result(timeout=max(0.0, self.deadline - time.monotonic()))
+        except concurrent.futures.TimeoutError:
+            self.dispatcher.expire(fut)   # dropped if it has not started, else it runs on
+            return fut.result()
 
     def cancel(self) -> None:
         with self.lock:

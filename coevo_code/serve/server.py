@@ -72,6 +72,29 @@ def make_executors(backend: str, address: str | None, slots: int | None, **optio
     return out
 
 
+def raise_open_files(max_connections: int | None, spare: int = 512) -> int | None:
+    """The process's open-file limit raised (up to its hard limit) to hold ``max_connections``
+    sockets and ``spare`` more (the sandbox's pipes, the log); the connections it holds."""
+    if max_connections is None:
+        return None
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return max_connections
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = max_connections + spare
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(hard, want)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return max_connections
+    return max(1, soft - spare)
+
+
 def _server_class():
     import contextlib
     import signal
@@ -131,6 +154,12 @@ def serve(sock: socket.socket, executors: list, limits: Limits, options, rewards
         dispatcher.close(timeout=1)
 
     options.grace_s = grace_s
+    held = raise_open_files(max_connections)
+    if held != max_connections:
+        print(f"coevo serve: the open-file limit holds {held} connections, not --max_connections "
+              f"{max_connections}: above {held} requests get 503 (raise it: ulimit -n)",
+              file=sys.stderr, flush=True)
+        max_connections = held
     app = create_app(dispatcher, rewards, options, on_shutdown=shutdown)
     # uvicorn cancels handlers a little after the grace: by then they have answered 503
     config = uvicorn.Config(app, log_level="warning", access_log=False,

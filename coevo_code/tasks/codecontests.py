@@ -24,7 +24,7 @@ from collections import Counter
 from functools import partial
 
 from .loaders import HUB_IDS, _io_pairs, _need
-from .model import LoaderError, Task, TestCase
+from .model import LoaderError, RowErrors, Task, TestCase
 from .rows import ReportedTaskSet, field_of, iter_rows
 
 GOLD_KINDS = ("public", "private", "generated")
@@ -97,61 +97,64 @@ def load_codecontests(source=None, split: str | None = None, gold=DEFAULT_GOLD,
     tasks: list[Task] = []
     refused: dict[str, list[str]] = {}
     notes: dict[str, list[str]] = {}
-    for k, r, fetch in rows:
-        pname = str(_need(r, "name", k, name))
-        where = f"codecontests record {k} ({pname})"
-        counts = {kind: _count(r.get(f"{kind}_tests"), f"{where} {kind}_tests")
-                  for kind in GOLD_KINDS}
-        n_gold = sum(counts[kind] for kind in gold)
-        if n_gold == 0:
-            why = (f"{where}: no gold tests ({'+'.join(gold)} "
-                   f"{'is' if len(gold) == 1 else 'are'} empty); choose other --gold_tests "
-                   f"or drop the row")
-            if strict:
-                raise LoaderError(why)
-            refused.setdefault("without gold tests", []).append(pname)
-            continue
-        public = _io_pairs(r.get("public_tests"), where + " public_tests")
-        langs = Counter((r.get("solutions") or {}).get("language") or [])
-        bad_langs = Counter((r.get("incorrect_solutions") or {}).get("language") or [])
-        if not langs[PYTHON3]:
-            if langs[PYTHON2]:
-                notes.setdefault("with Python 2 solutions only (not run)", []).append(pname)
-            else:
-                notes.setdefault("without a Python solution", []).append(pname)
-        seconds, mb = limits(r)
-        if seconds is None:
-            notes.setdefault(f"without a time limit ({FALLBACK_TIME_LIMIT_S:g} s used)",
-                             []).append(pname)
-        if mb is None:
-            notes.setdefault(f"without a memory limit ({FALLBACK_MEMORY_MB} MB used)",
-                             []).append(pname)
-        files = ((r.get("input_file") or "").strip(), (r.get("output_file") or "").strip())
-        mode = "stdio"
-        if files == ("input.txt", "output.txt"):
-            mode = "file"
-            notes.setdefault("reading input.txt / writing output.txt", []).append(pname)
-        elif any(f and f not in ("stdin", "stdout") for f in files):
-            notes.setdefault("with other file names (run as stdio)", []).append(pname)
-        metadata = {"difficulty": r.get("difficulty"), "cf_rating": r.get("cf_rating"),
-                    "source": r.get("source"), "test_counts": counts, "gold": gold,
-                    "languages": {LANGUAGES.get(lang, str(lang)): c for lang, c in langs.items()},
-                    "incorrect_languages": {LANGUAGES.get(lang, str(lang)): c
-                                            for lang, c in bad_langs.items()},
-                    "incorrect": field_of(fetch, partial(solutions, key="incorrect_solutions"),
-                                          bad_langs[PYTHON3], lazy),
-                    "time_limit_from_row": seconds is not None,
-                    "memory_limit_from_row": mb is not None}
-        if r.get("coevo_validation"):
-            metadata["validation"] = r["coevo_validation"]
-        tasks.append(Task(
-            id=pname, source=name, kind="stdio", prompt=_need(r, "description", k, name),
-            tests=field_of(fetch, partial(gold_tests, gold=gold, where=where), n_gold, lazy),
-            examples=public,
-            references=field_of(fetch, partial(solutions, key="solutions"), langs[PYTHON3], lazy),
-            time_limit_s=float(seconds or FALLBACK_TIME_LIMIT_S),
-            memory_limit_mb=int(mb or FALLBACK_MEMORY_MB),
-            input_mode=mode,
-            metadata=metadata))
+    errors = RowErrors(name, strict)
+    for k, r, fetch in errors.readable(rows):
+        with errors.row(k, r):
+            pname = str(_need(r, "name", k, name))
+            where = f"codecontests record {k} ({pname})"
+            counts = {kind: _count(r.get(f"{kind}_tests"), f"{where} {kind}_tests")
+                      for kind in GOLD_KINDS}
+            n_gold = sum(counts[kind] for kind in gold)
+            if n_gold == 0:
+                why = (f"{where}: no gold tests ({'+'.join(gold)} "
+                       f"{'is' if len(gold) == 1 else 'are'} empty); choose other --gold_tests "
+                       f"or drop the row")
+                if strict:
+                    raise LoaderError(why)
+                refused.setdefault("without gold tests", []).append(pname)
+                continue
+            public = _io_pairs(r.get("public_tests"), where + " public_tests")
+            langs = Counter((r.get("solutions") or {}).get("language") or [])
+            bad_langs = Counter((r.get("incorrect_solutions") or {}).get("language") or [])
+            if not langs[PYTHON3]:
+                if langs[PYTHON2]:
+                    notes.setdefault("with Python 2 solutions only (not run)", []).append(pname)
+                else:
+                    notes.setdefault("without a Python solution", []).append(pname)
+            seconds, mb = limits(r)
+            if seconds is None:
+                notes.setdefault(f"without a time limit ({FALLBACK_TIME_LIMIT_S:g} s used)",
+                                 []).append(pname)
+            if mb is None:
+                notes.setdefault(f"without a memory limit ({FALLBACK_MEMORY_MB} MB used)",
+                                 []).append(pname)
+            files = ((r.get("input_file") or "").strip(), (r.get("output_file") or "").strip())
+            mode = "stdio"
+            if files == ("input.txt", "output.txt"):
+                mode = "file"
+                notes.setdefault("reading input.txt / writing output.txt", []).append(pname)
+            elif any(f and f not in ("stdin", "stdout") for f in files):
+                notes.setdefault("with other file names (run as stdio)", []).append(pname)
+            metadata = {"difficulty": r.get("difficulty"), "cf_rating": r.get("cf_rating"),
+                        "source": r.get("source"), "test_counts": counts, "gold": gold,
+                        "languages": {LANGUAGES.get(lang, str(lang)): c for lang, c in langs.items()},
+                        "incorrect_languages": {LANGUAGES.get(lang, str(lang)): c
+                                                for lang, c in bad_langs.items()},
+                        "incorrect": field_of(fetch, partial(solutions, key="incorrect_solutions"),
+                                              bad_langs[PYTHON3], lazy),
+                        "time_limit_from_row": seconds is not None,
+                        "memory_limit_from_row": mb is not None}
+            if r.get("coevo_validation"):
+                metadata["validation"] = r["coevo_validation"]
+            tasks.append(Task(
+                id=pname, source=name, kind="stdio", prompt=_need(r, "description", k, name),
+                tests=field_of(fetch, partial(gold_tests, gold=gold, where=where), n_gold, lazy),
+                examples=public,
+                references=field_of(fetch, partial(solutions, key="solutions"), langs[PYTHON3], lazy),
+                time_limit_s=float(seconds or FALLBACK_TIME_LIMIT_S),
+                memory_limit_mb=int(mb or FALLBACK_MEMORY_MB),
+                input_mode=mode,
+                metadata=metadata))
     label = name if gold == DEFAULT_GOLD else f"{name} [{'+'.join(gold)}]"
-    return ReportedTaskSet(label, origin, tasks, refused=refused, notes=notes)
+    return ReportedTaskSet(label, origin, tasks, skipped=errors.lines, refused=refused,
+                           notes=notes)

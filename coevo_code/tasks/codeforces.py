@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..execution.fileio import files_checker
 from .loaders import HUB_IDS, _io_pairs, _need
-from .model import LoaderError, Task, TestCase
+from .model import LoaderError, RowErrors, Task, TestCase
 from .rows import ReportedTaskSet, field_of, iter_rows
 
 CONFIGS = ("default", "verifiable")
@@ -64,54 +64,57 @@ def load_codeforces(source=None, split: str | None = None, config: str = "defaul
             raise LoaderError(why)
         refused.setdefault(reason, []).append(pid)
 
-    for k, r, fetch in rows:
-        pid = str(_need(r, "id", k, name))
-        where = f"codeforces record {k} ({pid})"
-        if is_interactive(r):
-            refuse("interactive", f"{where}: interactive problem (it talks with an interactor "
-                   "that the dataset does not publish): refused, no verdict can be computed",
-                   pid)
-            continue
-        if config == "verifiable" and not hub:
-            ok = r.get("executable")
-            if ok is None:
-                ok = r.get("official_tests_complete")
-            if not ok:
-                refuse("not verifiable", f"{where}: not in the verifiable configuration "
-                       "(executable is false)", pid)
+    errors = RowErrors(name, strict)
+    for k, r, fetch in errors.readable(rows):
+        with errors.row(k, r):
+            pid = str(_need(r, "id", k, name))
+            where = f"codeforces record {k} ({pid})"
+            if is_interactive(r):
+                refuse("interactive", f"{where}: interactive problem (it talks with an interactor "
+                       "that the dataset does not publish): refused, no verdict can be computed",
+                       pid)
                 continue
-        examples = _io_pairs(r.get("examples") or [], where + " examples")
-        n_official = len(r.get("official_tests") or [])
-        if n_official:
-            tests = field_of(fetch, partial(_official, where=where), n_official, lazy)
-        else:
-            tests = examples
-            if examples:
-                notes.setdefault("without official tests (examples used)", []).append(pid)
-        if not len(tests):
-            refuse("without tests", f"{where}: no tests (official_tests and examples are "
-                   "empty)", pid)
-            continue
-        if n_official and r.get("official_tests_complete") is False:
-            notes.setdefault("with incomplete official tests", []).append(pid)
-        mode = r.get("input_mode") or "stdio"
-        if mode not in ("stdio", "file"):
-            raise LoaderError(f"{where}: input_mode {mode!r}, expected stdio or file")
-        if mode == "file":
-            notes.setdefault("reading input.txt / writing output.txt", []).append(pid)
-        parts = [r.get("title") or "", _need(r, "description", k, name),
-                 "Input\n" + (r.get("input_format") or ""),
-                 "Output\n" + (r.get("output_format") or ""), r.get("note") or ""]
-        checker = r.get("generated_checker") or None
-        tasks.append(Task(id=pid, source=name, kind="stdio",
-                          prompt="\n\n".join(p for p in parts if p.strip()),
-                          tests=tests, examples=examples,
-                          time_limit_s=float(r.get("time_limit") or 1.0),
-                          memory_limit_mb=max(16, int(r.get("memory_limit") or 256)),
-                          checker=files_checker(checker) if checker else None,
-                          needs_checker=bool(checker), input_mode=mode,
-                          metadata={"generated_checker": checker, "rating": r.get("rating"),
-                                    "tags": r.get("tags"), "input_mode": mode,
-                                    "official_tests_complete": r.get("official_tests_complete")}))
+            if config == "verifiable" and not hub:
+                ok = r.get("executable")
+                if ok is None:
+                    ok = r.get("official_tests_complete")
+                if not ok:
+                    refuse("not verifiable", f"{where}: not in the verifiable configuration "
+                           "(executable is false)", pid)
+                    continue
+            examples = _io_pairs(r.get("examples") or [], where + " examples")
+            n_official = len(r.get("official_tests") or [])
+            if n_official:
+                tests = field_of(fetch, partial(_official, where=where), n_official, lazy)
+            else:
+                tests = examples
+                if examples:
+                    notes.setdefault("without official tests (examples used)", []).append(pid)
+            if not len(tests):
+                refuse("without tests", f"{where}: no tests (official_tests and examples are "
+                       "empty)", pid)
+                continue
+            if n_official and r.get("official_tests_complete") is False:
+                notes.setdefault("with incomplete official tests", []).append(pid)
+            mode = r.get("input_mode") or "stdio"
+            if mode not in ("stdio", "file"):
+                raise LoaderError(f"{where}: input_mode {mode!r}, expected stdio or file")
+            if mode == "file":
+                notes.setdefault("reading input.txt / writing output.txt", []).append(pid)
+            parts = [r.get("title") or "", _need(r, "description", k, name),
+                     "Input\n" + (r.get("input_format") or ""),
+                     "Output\n" + (r.get("output_format") or ""), r.get("note") or ""]
+            checker = r.get("generated_checker") or None
+            tasks.append(Task(id=pid, source=name, kind="stdio",
+                              prompt="\n\n".join(p for p in parts if p.strip()),
+                              tests=tests, examples=examples,
+                              time_limit_s=float(r.get("time_limit") or 1.0),
+                              memory_limit_mb=max(16, int(r.get("memory_limit") or 256)),
+                              checker=files_checker(checker) if checker else None,
+                              needs_checker=bool(checker), input_mode=mode,
+                              metadata={"generated_checker": checker, "rating": r.get("rating"),
+                                        "tags": r.get("tags"), "input_mode": mode,
+                                        "official_tests_complete": r.get("official_tests_complete")}))
     label = name if config == "default" else f"{name}/{config}"
-    return ReportedTaskSet(label, origin, tasks, refused=refused, notes=notes)
+    return ReportedTaskSet(label, origin, tasks, skipped=errors.lines, refused=refused,
+                           notes=notes)

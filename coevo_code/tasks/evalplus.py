@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 
 from .loaders import HUB_IDS, _need, read_records
-from .model import Task, TaskSet, TestCase
+from .model import RowErrors, Task, TaskSet, TestCase
 
 # evalplus/eval/__init__.py: MBPP_OUTPUT_SET_EQ_TASKS
 MBPP_SET_EQ = {"similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly",
@@ -326,15 +326,16 @@ def _expected_outputs(name, records, inputs_of, origin_hash, executor=None, chun
 
 
 def _load_plus(name: str, source, executor=None, chunk: int | None = 50, limit: int | None = None,
-               seed: int = 0, task_ids=None) -> TaskSet:
+               seed: int = 0, task_ids=None, strict: bool = False) -> TaskSet:
     src = source or HUB_IDS[name]
     records, origin = read_records(src, name)  # json module: ints too large for Arrow are fine
-    clean = []
-    for k, r in enumerate(records):
-        for key in ("task_id", "prompt", "entry_point", "canonical_solution", "base_input",
-                    "plus_input"):
-            _need(r, key, k, name)
-        clean.append(r)
+    clean, errors = [], RowErrors(name, strict)
+    for k, r in errors.readable(enumerate(records)):
+        with errors.row(k, r):
+            for key in ("task_id", "prompt", "entry_point", "canonical_solution", "base_input",
+                        "plus_input"):
+                _need(r, key, k, name)
+            clean.append(r)
     if task_ids is not None:  # only these tasks (scoring samples): no expected outputs for others
         wanted = set(map(str, task_ids))
         clean = [r for r in clean if str(r["task_id"]) in wanted]
@@ -390,16 +391,16 @@ def _load_plus(name: str, source, executor=None, chunk: int | None = 50, limit: 
                                            TIME_FACTOR * expected[tid]["seconds"] * groups),
                           metadata={"base_tests": base_tests, "inputs": len(ins),
                                     "skipped_inputs": skipped, "atol": atol}))
-    return TaskSet(name, origin, tasks)
+    return TaskSet(name, origin, tasks, skipped=errors.lines)
 
 
 def load_humanevalplus(source=None, executor=None, limit=None, seed=0, chunk=50,
-                       task_ids=None) -> TaskSet:
+                       task_ids=None, strict: bool = False) -> TaskSet:
     return _load_plus("humanevalplus", source, executor, chunk=chunk, limit=limit, seed=seed,
-                      task_ids=task_ids)
+                      task_ids=task_ids, strict=strict)
 
 
 def load_mbppplus(source=None, executor=None, limit=None, seed=0, chunk=50,
-                  task_ids=None) -> TaskSet:
+                  task_ids=None, strict: bool = False) -> TaskSet:
     return _load_plus("mbppplus", source, executor, chunk=chunk, limit=limit, seed=seed,
-                      task_ids=task_ids)
+                      task_ids=task_ids, strict=strict)

@@ -22,7 +22,7 @@ import json
 from datetime import date, datetime
 
 from .livecodebench import LCB_PRELUDE, ReportedTaskSet, lcb_task, parse_date
-from .model import LoaderError, TaskSet
+from .model import LoaderError, RowErrors, TaskSet
 
 # LiveCodeBench's prelude with LiveBench's own recursion limit (its copy of the grader)
 LIVEBENCH_PRELUDE = LCB_PRELUDE.replace("sys.setrecursionlimit(50000)",
@@ -68,47 +68,54 @@ def check(input, expected, actual):
 '''
 
 
-def load_livebench(source=None, split: str | None = None, livebench_date=None) -> TaskSet:
+def load_livebench(source=None, split: str | None = None, livebench_date=None,
+                   strict: bool = False) -> TaskSet:
     """LiveBench coding (``LCB_generation`` and ``coding_completion``), as of ``livebench_date``
-    (default today): removed and not-yet-released questions are left out and counted."""
+    (default today): removed and not-yet-released questions are left out and counted. A row
+    that cannot be used is skipped and counted (``strict``: a one-line error naming it)."""
     from .loaders import _need, _records
     name = "livebench"
     as_of = parse_date(livebench_date, "--livebench_date") or datetime.combine(date.today(),
                                                                                datetime.min.time())
     items, origin = _records(name, source, split)
     tasks, removed, unreleased = [], [], 0
-    for k, r in items:
-        qid = str(_need(r, "question_id", k, name))
-        where = f"livebench record {k} ({qid})"
-        gone = parse_date(r.get("livebench_removal_date") or None, f"{where} livebench_removal_date")
-        born = parse_date(r.get("livebench_release_date") or None,
-                          f"{where} livebench_release_date")
-        if gone is not None and gone <= as_of:
-            removed.append(qid)
-            continue
-        if born is not None and born > as_of:
-            unreleased += 1
-            continue
-        turns = _need(r, "turns", k, name)
-        orig = r.get("original_json") or {}
-        if isinstance(orig, str):
-            try:
-                orig = json.loads(orig)
-            except json.JSONDecodeError:
-                raise LoaderError(f"{where}: original_json is not JSON") from None
-        partial = r.get("partial_solution") or ""
-        completion = r.get("task") == "coding_completion" and bool(partial)
-        task = lcb_task(name, k, r, turns[0] if turns else "", orig.get("metadata"),
-                        orig.get("starter_code"), prelude=LIVEBENCH_GUARD + LIVEBENCH_PRELUDE,
-                        stdio_checker=LIVEBENCH_STDIO_CHECKER, first_of_list=True,
-                        completion_prefix=partial if completion else "",
-                        program_prefix=partial + "\n" if completion else "",
-                        references=[r["solution"]] if r.get("solution") else [])
-        task.metadata.update({"task": r.get("task"), "release_date": r.get("release_date"),
-                              "livebench_release_date": r.get("livebench_release_date"),
-                              "partial_solution": partial or None})
-        tasks.append(task)
+    errors = RowErrors(name, strict)
+    for k, r in errors.readable(items):
+        with errors.row(k, r):
+            qid = str(_need(r, "question_id", k, name))
+            where = f"livebench record {k} ({qid})"
+            gone = parse_date(r.get("livebench_removal_date") or None,
+                              f"{where} livebench_removal_date")
+            born = parse_date(r.get("livebench_release_date") or None,
+                              f"{where} livebench_release_date")
+            if gone is not None and gone <= as_of:
+                removed.append(qid)
+                continue
+            if born is not None and born > as_of:
+                unreleased += 1
+                continue
+            turns = _need(r, "turns", k, name)
+            orig = r.get("original_json") or {}
+            if isinstance(orig, str):
+                try:
+                    orig = json.loads(orig)
+                except (json.JSONDecodeError, ValueError, RecursionError):
+                    raise LoaderError(f"{where}: original_json is not JSON") from None
+            partial = r.get("partial_solution") or ""
+            completion = r.get("task") == "coding_completion" and bool(partial)
+            task = lcb_task(name, k, r, turns[0] if turns else "", orig.get("metadata"),
+                            orig.get("starter_code"),
+                            prelude=LIVEBENCH_GUARD + LIVEBENCH_PRELUDE,
+                            stdio_checker=LIVEBENCH_STDIO_CHECKER, first_of_list=True,
+                            completion_prefix=partial if completion else "",
+                            program_prefix=partial + "\n" if completion else "",
+                            references=[r["solution"]] if r.get("solution") else [])
+            task.metadata.update({"task": r.get("task"), "release_date": r.get("release_date"),
+                                  "livebench_release_date": r.get("livebench_release_date"),
+                                  "partial_solution": partial or None})
+            tasks.append(task)
     notes = [f"{len(removed)} removed on or before {as_of.date()} (livebench_removal_date)"]
     if unreleased:
         notes.append(f"{unreleased} released after {as_of.date()}")
-    return ReportedTaskSet(f"{name} (as of {as_of.date()})", origin, tasks, notes=notes)
+    return ReportedTaskSet(f"{name} (as of {as_of.date()})", origin, tasks,
+                           skipped=errors.lines, notes=notes)

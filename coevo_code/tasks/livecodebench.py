@@ -30,7 +30,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Iterator
 
-from .model import LoaderError, Task, TaskSet, TestCase
+from .model import (LoaderError, RowErrors, Task, TaskSet, TestCase, Unreadable,
+                    unreadable_json)
 
 HUB_ID = "livecodebench/code_generation_lite"
 FILES = ["test.jsonl", "test2.jsonl", "test3.jsonl", "test4.jsonl", "test5.jsonl", "test6.jsonl"]
@@ -202,13 +203,17 @@ def pickled_string(data: bytes) -> str:
 
 
 def _json(text, where: str, what: str):
-    """``json.loads``; its failures (bad JSON, nesting too deep) one line naming ``where``."""
+    """``json.loads``; its failures (bad JSON, nesting too deep, a number past Python's integer
+    digit limit) one line naming ``where``."""
     try:
         return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise LoaderError(f"{where}: {what} is not JSON ({getattr(e, 'msg', e)})") from None
     except RecursionError:
         raise LoaderError(f"{where}: {what} is JSON nested too deeply to read; refused") from None
+    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise LoaderError(f"{where}: {what} cannot be read: {unreadable_json(e)}; refused"
+                          ) from None
 
 
 def decode_lcb_tests(raw, where: str) -> list[dict]:
@@ -399,20 +404,26 @@ def resolve_sources(source, release: str | None) -> tuple[list[Path], str, bool]
 
 
 def iter_jsonl(paths: list[Path], name: str) -> Iterator[tuple[int, dict]]:
-    """(record number, row) over jsonl files (``.gz`` too), one line at a time."""
+    """(record number, row) over jsonl files (``.gz`` too), one line at a time; a line that
+    cannot be read is an :class:`~coevo_code.tasks.model.Unreadable` in its place (that row's
+    error, the others load)."""
     k = 0
     for path in paths:
         opener = gzip.open if path.name.endswith(".gz") else open
         try:
-            with opener(path, "rt", encoding="utf-8") as f:
+            with opener(path, "rb") as f:  # bytes: a line that is not UTF-8 is its row's error
                 for n, line in enumerate(f, 1):
                     if not line.strip():
                         continue
-                    row = _json(line, f"{name}: {path} line {n}", "the line")
+                    try:
+                        row = _json(line, f"{name}: {path} line {n}", "the line")
+                    except LoaderError as e:
+                        row = Unreadable(str(e))
                     yield k, row
                     k += 1
-        except OSError as e:
-            raise LoaderError(f"{name}: cannot read {path}: {e.strerror or e}") from None
+        except (OSError, EOFError) as e:
+            raise LoaderError(f"{name}: cannot read {path}: {getattr(e, 'strerror', None) or e}"
+                              ) from None
 
 
 def parse_date(value, flag: str) -> datetime | None:
@@ -429,12 +440,14 @@ def parse_date(value, flag: str) -> datetime | None:
 
 
 def load_livecodebench(source=None, split: str | None = None, release: str | None = None,
-                       start_date=None, end_date=None, platform: str | None = None) -> TaskSet:
+                       start_date=None, end_date=None, platform: str | None = None,
+                       strict: bool = False) -> TaskSet:
     """LiveCodeBench code generation: ``release`` (release_v1 ... release_v6 cumulative,
     release_latest, v1 ... v6 single; default release_latest), problems whose contest date is in
     [start_date, end_date] and whose platform is ``platform`` (leetcode, atcoder, codeforces;
     comma-separated for several). ``split`` is accepted for symmetry: the repository has only
-    ``test``."""
+    ``test``. A row that cannot be used (unreadable, malformed, tests no program can read) is
+    skipped and counted in the load report; ``strict``: its one-line error ends the load."""
     name = "livecodebench"
     if split not in (None, "test"):
         raise LoaderError(f"livecodebench: no split {split!r}; the repository has only 'test'")
@@ -450,22 +463,24 @@ def load_livecodebench(source=None, split: str | None = None, release: str | Non
                               f"{', '.join(PLATFORMS)}")
     paths, origin, by_release = resolve_sources(source, release)
     tasks, outside, other_platform, seen = [], 0, 0, set()
-    for k, r in iter_jsonl(paths, name):
-        when = parse_date(_need(r, "contest_date", k, name),
-                          f"{name} record {k} ({r.get('question_id')}) contest_date")
-        if (lo and when < lo) or (hi and when > hi):
-            outside += 1
-            continue
-        if wanted and str(r.get("platform", "")).lower() not in wanted:
-            other_platform += 1
-            continue
-        prompt = f"{r.get('question_title') or ''}\n\n{_need(r, 'question_content', k, name)}"
-        task = lcb_task(name, k, r, prompt.strip(), r.get("metadata"), r.get("starter_code"),
-                        prelude=LCB_GUARD + LCB_PRELUDE, stdio_checker=LCB_STDIO_CHECKER)
-        if task.id in seen:
-            raise LoaderError(f"{name} record {k} ({task.id}): question_id appears twice")
-        seen.add(task.id)
-        tasks.append(task)
+    errors = RowErrors(name, strict)
+    for k, r in errors.readable(iter_jsonl(paths, name)):
+        with errors.row(k, r):
+            when = parse_date(_need(r, "contest_date", k, name),
+                              f"{name} record {k} ({r.get('question_id')}) contest_date")
+            if (lo and when < lo) or (hi and when > hi):
+                outside += 1
+                continue
+            if wanted and str(r.get("platform", "")).lower() not in wanted:
+                other_platform += 1
+                continue
+            prompt = f"{r.get('question_title') or ''}\n\n{_need(r, 'question_content', k, name)}"
+            task = lcb_task(name, k, r, prompt.strip(), r.get("metadata"), r.get("starter_code"),
+                            prelude=LCB_GUARD + LCB_PRELUDE, stdio_checker=LCB_STDIO_CHECKER)
+            if task.id in seen:
+                raise LoaderError(f"{name} record {k} ({task.id}): question_id appears twice")
+            seen.add(task.id)
+            tasks.append(task)
     label = f"{name}/{release or DEFAULT_RELEASE}" if by_release else name
     notes = []
     if lo or hi:
@@ -474,4 +489,4 @@ def load_livecodebench(source=None, split: str | None = None, release: str | Non
     if wanted:
         label += f" ({','.join(sorted(wanted))})"
         notes.append(f"{other_platform} on other platforms")
-    return ReportedTaskSet(label, origin, tasks, notes=notes)
+    return ReportedTaskSet(label, origin, tasks, skipped=errors.lines, notes=notes)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import gzip
 import inspect
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .model import LoaderError, Task, TaskSet, TestCase
+from .model import LoaderError, RowErrors, Task, TaskSet, TestCase, Unreadable, read_json
 
 HUB_IDS = {
     "humaneval": "openai/openai_humaneval",
@@ -52,18 +51,18 @@ def _read_file(path: Path, name: str) -> list[dict]:
                 raise LoaderError(f"{name}: reading {path} needs pyarrow (pip install pyarrow)")
             return pq.read_table(path).to_pylist()
         opener = gzip.open if suffixes.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as f:
+        with opener(path, "rb") as f:  # bytes: a line that is not UTF-8 is that row's error
             if ".jsonl" in suffixes:
                 out = []
                 for k, line in enumerate(f, 1):
-                    if line.strip():
+                    if line.strip():  # a line that cannot be read is that row's error
                         try:
-                            out.append(json.loads(line))
-                        except json.JSONDecodeError as e:
-                            raise LoaderError(f"{name}: {path} line {k} is not valid JSON ({e.msg})")
+                            out.append(read_json(line, f"{name}: {path} line {k}"))
+                        except LoaderError as e:
+                            out.append(Unreadable(str(e)))
                 return out
-            data = json.load(f)
-    except OSError as e:
+            data = read_json(f.read(), f"{name}: {path}")
+    except (OSError, EOFError) as e:  # EOFError: a truncated .gz
         raise LoaderError(f"{name}: cannot read {path}: {e}") from None
     if isinstance(data, dict):
         data = data.get("data", data.get("rows", [data]))
@@ -122,20 +121,23 @@ def _humaneval_default() -> str:
     return HUB_IDS["humaneval"]
 
 
-def load_humaneval(source=None) -> TaskSet:
+def load_humaneval(source=None, strict: bool = False) -> TaskSet:
+    """HumanEval: ``test`` + ``check(entry_point)``. A row that cannot be used is skipped and
+    counted (``strict``: a one-line error naming it)."""
     name = "humaneval"
     items, origin = _records(name, source or _humaneval_default(), "test")
-    tasks = []
-    for k, r in items:
-        tid, prompt = _need(r, "task_id", k, name), _need(r, "prompt", k, name)
-        entry, test = _need(r, "entry_point", k, name), _need(r, "test", k, name)
-        canonical = _need(r, "canonical_solution", k, name)
-        tasks.append(Task(id=tid, source=name, kind="functional", prompt=prompt,
-                          tests=[TestCase(code=f"{test}\n\ncheck({entry})\n")],
-                          entry_point=entry, program_prefix=prompt,
-                          setup=prompt_helpers(prompt, entry),
-                          references=[prompt + canonical], time_limit_s=5.0))
-    return TaskSet(name, origin, tasks)
+    tasks, errors = [], RowErrors(name, strict)
+    for k, r in errors.readable(items):
+        with errors.row(k, r):
+            tid, prompt = _need(r, "task_id", k, name), _need(r, "prompt", k, name)
+            entry, test = _need(r, "entry_point", k, name), _need(r, "test", k, name)
+            canonical = _need(r, "canonical_solution", k, name)
+            tasks.append(Task(id=tid, source=name, kind="functional", prompt=prompt,
+                              tests=[TestCase(code=f"{test}\n\ncheck({entry})\n")],
+                              entry_point=entry, program_prefix=prompt,
+                              setup=prompt_helpers(prompt, entry),
+                              references=[prompt + canonical], time_limit_s=5.0))
+    return TaskSet(name, origin, tasks, skipped=errors.lines)
 
 
 def prompt_helpers(prompt: str, entry: str) -> str:
@@ -188,30 +190,33 @@ def mbpp_entry_point(test: str, code: str) -> str | None:
     return m.group(1) if m else None
 
 
-def load_mbpp(source=None, split: str | None = None) -> TaskSet:
+def load_mbpp(source=None, split: str | None = None, strict: bool = False) -> TaskSet:
     """MBPP (full, 974): ``test_list`` and ``challenge_test_list`` as functional tests, with
     ``test_setup_code``; ``split`` by task id (prompt 1-10, test 11-510, validation 511-600,
-    train 601-974)."""
+    train 601-974). A row that cannot be used is skipped and counted (``strict``: an error)."""
     name = "mbpp"
     if split is not None and split not in MBPP_SPLITS:
         raise LoaderError(f"mbpp: unknown split {split!r}; choose from {', '.join(MBPP_SPLITS)}")
     items, origin = _records(name, source, split)
     lo, hi = MBPP_SPLITS.get(split, (0, 10 ** 9))
-    tasks = []
-    for k, r in items:
-        tid = _need(r, "task_id", k, name)
-        if not lo <= int(tid) <= hi:
-            continue
-        tests = list(_need(r, "test_list", k, name)) + list(r.get("challenge_test_list") or [])
-        entry = mbpp_entry_point(tests[0] if tests else "", _need(r, "code", k, name))
-        tasks.append(Task(id=str(tid), source=name, kind="functional",
-                          prompt=_need(r, "text", k, name),
-                          tests=[TestCase(code=c) for c in tests],
-                          examples=[TestCase(code=c) for c in tests[:1]],
-                          entry_point=entry,
-                          setup=r.get("test_setup_code") or "",
-                          references=[_need(r, "code", k, name)], time_limit_s=10.0))
-    return TaskSet(name if split is None else f"{name}/{split}", origin, tasks)
+    tasks, errors = [], RowErrors(name, strict)
+    for k, r in errors.readable(items):
+        with errors.row(k, r):
+            tid = _need(r, "task_id", k, name)
+            if not lo <= int(tid) <= hi:
+                continue
+            tests = list(_need(r, "test_list", k, name)) + list(r.get("challenge_test_list")
+                                                                 or [])
+            entry = mbpp_entry_point(tests[0] if tests else "", _need(r, "code", k, name))
+            tasks.append(Task(id=str(tid), source=name, kind="functional",
+                              prompt=_need(r, "text", k, name),
+                              tests=[TestCase(code=c) for c in tests],
+                              examples=[TestCase(code=c) for c in tests[:1]],
+                              entry_point=entry,
+                              setup=r.get("test_setup_code") or "",
+                              references=[_need(r, "code", k, name)], time_limit_s=10.0))
+    return TaskSet(name if split is None else f"{name}/{split}", origin, tasks,
+                   skipped=errors.lines)
 
 
 # ---- stdio contest sets ------------------------------------------------------------------------
@@ -229,26 +234,29 @@ def _io_pairs(block, where: str) -> list[TestCase]:
     raise LoaderError(f"{where}: tests must be {{input: [...], output: [...]}} or a list")
 
 
-def load_cure(source=None, split: str | None = None) -> TaskSet:
-    """CURE's converted sets (Gen-Verse/*): everything stdio, as CURE wrote it."""
+def load_cure(source=None, split: str | None = None, strict: bool = False) -> TaskSet:
+    """CURE's converted sets (Gen-Verse/*): everything stdio, as CURE wrote it. A row that
+    cannot be used is skipped and counted (``strict``: an error)."""
     name = "cure"
     items, origin = _records(name, source, split)
-    tasks = []
-    for k, r in items:
-        q = _need(r, "question", k, name)
-        ins, outs = _need(r, "test_input", k, name), _need(r, "test_output", k, name)
-        if len(ins) != len(outs):
-            raise LoaderError(f"cure record {k}: {len(ins)} test inputs but {len(outs)} outputs")
-        ex_in, ex_out = r.get("example_input") or [], r.get("example_output") or []
-        tasks.append(Task(id=str(r.get("task_id", k)), source=name, kind="stdio", prompt=q,
-                          tests=[TestCase(input=i, output=o) for i, o in zip(ins, outs)],
-                          examples=[TestCase(input=i, output=o) for i, o in zip(ex_in, ex_out)],
-                          references=[s for s in (r.get("solutions") or []) if isinstance(s, str)],
-                          time_limit_s=float(r.get("test_time_limit") or 1.0),
-                          metadata={"dataset": r.get("dataset"),
-                                    "difficulty": r.get("difficulty"),
-                                    "exe_method": r.get("exe_method")}))
-    return TaskSet(name, origin, tasks)
+    tasks, errors = [], RowErrors(name, strict)
+    for k, r in errors.readable(items):
+        with errors.row(k, r):
+            q = _need(r, "question", k, name)
+            ins, outs = _need(r, "test_input", k, name), _need(r, "test_output", k, name)
+            if len(ins) != len(outs):
+                raise LoaderError(f"cure record {k}: {len(ins)} test inputs but {len(outs)} "
+                                  f"outputs")
+            ex_in, ex_out = r.get("example_input") or [], r.get("example_output") or []
+            tasks.append(Task(
+                id=str(r.get("task_id", k)), source=name, kind="stdio", prompt=q,
+                tests=[TestCase(input=i, output=o) for i, o in zip(ins, outs)],
+                examples=[TestCase(input=i, output=o) for i, o in zip(ex_in, ex_out)],
+                references=[s for s in (r.get("solutions") or []) if isinstance(s, str)],
+                time_limit_s=float(r.get("test_time_limit") or 1.0),
+                metadata={"dataset": r.get("dataset"), "difficulty": r.get("difficulty"),
+                          "exe_method": r.get("exe_method")}))
+    return TaskSet(name, origin, tasks, skipped=errors.lines)
 
 
 # ---- LiveCodeBench's test decoder, public here too (coevo_code/tasks/livecodebench.py) ----------

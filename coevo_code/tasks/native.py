@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .loaders import read_records
-from .model import LoaderError, Task, TaskSet, TestCase
+from .model import LoaderError, RowErrors, Task, TaskSet, TestCase
 
 BUNDLED = Path(__file__).resolve().parent.parent / "data" / "problems.yaml"
 _FIELDS = {"id", "kind", "prompt", "tests", "examples", "references", "entry_point", "setup",
@@ -57,48 +57,50 @@ def _tests(rec: dict, key: str, where: str) -> list[TestCase]:
     return out
 
 
-def load_native(source=None, name: str = "native") -> TaskSet:
-    """Problems in the native format from a YAML/JSON/JSONL file."""
+def load_native(source=None, name: str = "native", strict: bool = False) -> TaskSet:
+    """Problems in the native format from a YAML/JSON/JSONL file. A record that cannot be used
+    is skipped and counted (``strict``: its one-line error ends the load)."""
     if source is None:
         raise LoaderError(f"{name}: pass the path of a problems file (YAML, JSON or JSON Lines)")
     path = Path(source)
     if not path.exists():
         raise LoaderError(f"{name}: no such file {source!r}")
-    tasks, seen = [], set()
-    for k, rec in enumerate(_read(path, name)):
-        where = f"{name} record {k}"
-        if not isinstance(rec, dict):
-            raise LoaderError(f"{where}: not a mapping")
-        if "id" in rec:
-            where += f" ({rec['id']})"
-        unknown = sorted(set(rec) - _FIELDS)
-        if unknown:
-            raise LoaderError(f"{where}: unknown field(s) {', '.join(unknown)}")
-        for key in ("id", "kind", "prompt", "tests"):
-            if rec.get(key) in (None, ""):
-                raise LoaderError(f"{where}: missing field {key!r}")
-        if rec["id"] in seen:
-            raise LoaderError(f"{where}: duplicate id")
-        seen.add(rec["id"])
-        if rec["kind"] == "functional" and not rec.get("entry_point"):
-            raise LoaderError(f"{where}: a functional problem needs entry_point")
-        fields = {key: rec[key] for key in ("entry_point", "setup", "starter_code",
-                                             "program_prefix", "checker", "metadata") if key in rec}
-        try:
-            tasks.append(Task(id=str(rec["id"]), source=name, kind=rec["kind"],
-                              prompt=str(rec["prompt"]), tests=_tests(rec, "tests", where),
-                              examples=_tests(rec, "examples", where),
-                              references=[str(s) for s in rec.get("references") or []],
-                              time_limit_s=float(rec.get("time_limit_s", 1.0)),
-                              memory_limit_mb=int(rec.get("memory_limit_mb", 1024)),
-                              needs_checker=bool(rec.get("checker")), **fields))
-        except LoaderError as e:
-            raise LoaderError(f"{where}: {e}") from None
-        except (TypeError, ValueError) as e:
-            raise LoaderError(f"{where}: {e}") from None
-    return TaskSet(name, str(path), tasks)
+    tasks, seen, errors = [], set(), RowErrors(name, strict)
+    for k, rec in errors.readable(enumerate(_read(path, name))):
+        with errors.row(k, rec):
+            where = f"{name} record {k}"
+            if not isinstance(rec, dict):
+                raise LoaderError(f"{where}: not a mapping")
+            if "id" in rec:
+                where += f" ({rec['id']})"
+            unknown = sorted(set(rec) - _FIELDS)
+            if unknown:
+                raise LoaderError(f"{where}: unknown field(s) {', '.join(unknown)}")
+            for key in ("id", "kind", "prompt", "tests"):
+                if rec.get(key) in (None, ""):
+                    raise LoaderError(f"{where}: missing field {key!r}")
+            if rec["id"] in seen:
+                raise LoaderError(f"{where}: duplicate id")
+            seen.add(rec["id"])
+            if rec["kind"] == "functional" and not rec.get("entry_point"):
+                raise LoaderError(f"{where}: a functional problem needs entry_point")
+            fields = {key: rec[key] for key in ("entry_point", "setup", "starter_code",
+                                                 "program_prefix", "checker", "metadata") if key in rec}
+            try:
+                tasks.append(Task(id=str(rec["id"]), source=name, kind=rec["kind"],
+                                  prompt=str(rec["prompt"]), tests=_tests(rec, "tests", where),
+                                  examples=_tests(rec, "examples", where),
+                                  references=[str(s) for s in rec.get("references") or []],
+                                  time_limit_s=float(rec.get("time_limit_s", 1.0)),
+                                  memory_limit_mb=int(rec.get("memory_limit_mb", 1024)),
+                                  needs_checker=bool(rec.get("checker")), **fields))
+            except LoaderError as e:
+                raise LoaderError(f"{where}: {e}") from None
+            except (TypeError, ValueError) as e:
+                raise LoaderError(f"{where}: {e}") from None
+    return TaskSet(name, str(path), tasks, skipped=errors.lines)
 
 
-def load_bundled(source=None) -> TaskSet:
+def load_bundled(source=None, strict: bool = False) -> TaskSet:
     """The bundled problems (or a native-format file given as ``source``)."""
-    return load_native(source or BUNDLED, name="bundled")
+    return load_native(source or BUNDLED, name="bundled", strict=strict)

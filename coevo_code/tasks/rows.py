@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from .loaders import hub_dataset
-from .model import LoaderError, TaskSet
+from .model import LoaderError, TaskSet, Unreadable, read_json
 
 
 # ---- re-reading one row ------------------------------------------------------------------------
@@ -178,36 +178,31 @@ def _iter_file(path: Path, name: str, columns) -> Iterator[tuple[int, dict, Any]
         if path.suffix == ".jsonl":
             with open(path, "rb") as f:
                 k, offset = 0, 0
-                for line in f:
+                for n, line in enumerate(f, 1):  # a line that cannot be read: its row's error
                     if line.strip():
                         try:
-                            row = json.loads(line)
-                        except json.JSONDecodeError as e:
-                            raise LoaderError(f"{name}: {path} line {k + 1} is not valid JSON "
-                                              f"({e.msg})") from None
+                            row = read_json(line, f"{name}: {path} line {n}")
+                        except LoaderError as e:
+                            row = Unreadable(str(e))
                         yield k, row, JsonlRow(str(path), offset)
                         k += 1
                     offset += len(line)
             return
         if "".join(path.suffixes[-2:]) == ".jsonl.gz":
-            with gzip.open(path, "rt", encoding="utf-8") as f:
+            with gzip.open(path, "rb") as f:
                 k = 0
                 for n, line in enumerate(f, 1):
                     if line.strip():
                         try:
-                            row = json.loads(line)
-                        except json.JSONDecodeError as e:
-                            raise LoaderError(f"{name}: {path} line {n} is not valid JSON "
-                                              f"({e.msg})") from None
+                            row = read_json(line, f"{name}: {path} line {n}")
+                        except LoaderError as e:
+                            row = Unreadable(str(e))
                         yield k, row, Decoded(row)
                         k += 1
             return
-        with open(path, encoding="utf-8") as f:
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as e:
-                raise LoaderError(f"{name}: {path} is not valid JSON ({e.msg})") from None
-    except OSError as e:
+        with open(path, "rb") as f:
+            data = read_json(f.read(), f"{name}: {path}")
+    except (OSError, EOFError) as e:
         raise LoaderError(f"{name}: cannot read {path}: {e}") from None
     if isinstance(data, dict):
         data = data.get("data", data.get("rows", [data]))

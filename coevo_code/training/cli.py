@@ -47,12 +47,22 @@ def _plain(v):
     return getattr(v, "value", str(v))
 
 
-def parse_train_args(argv: list[str]) -> TrainArgs:
+def _given(argv: list[str]) -> set[str]:
+    """The fields a command line sets (``--field value``, ``--field=value``, ``--no_field``)."""
+    return {a[2:].split("=")[0].replace("-", "_") for a in argv if a.startswith("--")}
+
+
+def parse_train_args(argv: list[str], smoke: bool = False) -> TrainArgs:
+    """``smoke``: the recipe shrunk to run here (:mod:`.smoke`), before the command line's
+    overrides."""
     resume_dir, argv = pop_flag(argv, "--resume")
     config_file, argv = pop_flag(argv, "--config")
     if resume_dir is not None:
         if config_file is not None:
             raise ValueError("--resume takes the run's own config.yaml; do not also pass --config")
+        if smoke:
+            raise ValueError("--resume takes the run's own config.yaml (a --smoke run's is shrunk "
+                             "already); do not also pass --smoke")
         run = Path(resume_dir)
         config_file = str(run / "config.yaml")
         if not Path(config_file).is_file():
@@ -74,6 +84,9 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
     if unknown:
         raise ValueError(f"--config {config_file}: unknown field(s) {', '.join(unknown)}")
 
+    if smoke:
+        from .smoke import apply
+        base = apply(base, int(os.environ.get("WORLD_SIZE", "1")), _given(argv))
     parser = _parser()
     parser.set_defaults_with_config(**{k: v for k, v in base.items() if k != "env"})
     for a in argv:
@@ -86,7 +99,16 @@ def parse_train_args(argv: list[str]) -> TrainArgs:
     if rest:
         raise ValueError(f"unexpected argument(s): {' '.join(rest)}")
     overrides = {k: v for k, v in vars(ns).items() if getattr(ns_default, k, None) != v}
-    config, model = _parser().parse_args_and_config(["--config", config_file] + argv)
+    # as TRL's parse_args_and_config reads --config FILE (its `env:` set, its values the
+    # defaults, the command line over them), from the values read above (--smoke's applied)
+    env = base.get("env") or {}
+    if not isinstance(env, dict):
+        raise ValueError(f"--config {config_file}: `env` must be a mapping of NAME: value")
+    for key, value in env.items():
+        os.environ[key] = str(value)
+    final = _parser()
+    final.set_defaults_with_config(**{k: v for k, v in base.items() if k != "env"})
+    config, model = final.parse_args_into_dataclasses(args=argv)
     inputs = {**{k: v for k, v in base.items()}, **{k: _plain(v) for k, v in overrides.items()}}
     inputs["output_dir"] = config.output_dir
     return TrainArgs(config, model, resume_dir is not None, inputs)
@@ -100,6 +122,7 @@ def run_train(a: TrainArgs) -> int:
     from .step import SandboxFailure
     from .rundir import refuse_existing_run
     from .run import end_worker, train
+    from .vllm_sync import WeightSyncError
 
     hf_logging.disable_progress_bar()  # shard-writing bars; the training bar stays
 
@@ -115,7 +138,7 @@ def run_train(a: TrainArgs) -> int:
                 refuse_existing_run(out)  # before config.yaml is written over the old one's
             (out / "config.yaml").write_text(yaml.safe_dump(a.inputs, sort_keys=False))
         result = train(a.config, a.model, resume=a.resume)
-    except (LoaderError, FileExistsError, FileNotFoundError, ValueError) as e:
+    except (LoaderError, FileExistsError, FileNotFoundError, ValueError, WeightSyncError) as e:
         if os.environ.get("COEVO_DEBUG"):
             raise
         print(f"coevo: {str(e).splitlines()[0]} (COEVO_DEBUG=1 for the traceback)",

@@ -124,6 +124,12 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
             ``code_acc``); stop after that many evaluations without improvement (SRT).
     Several agents (filled in by the pair launcher; see ``training/pair.py``)
         agent_name, agent_names, exchange_timeout_s.
+    vLLM (``use_vllm``; ``training/vllm_sync.py``)
+        vllm_sync_check_steps: after every n-th weight sync, probe prompts completed greedily by
+            vLLM and scored by the policy (``vllm_sync_agree``, ``vllm_sync_logprob_diff`` in
+            metrics.jsonl); the run stops when they cross ``vllm_sync_min_agree`` /
+            ``vllm_sync_max_logprob_diff``; vllm_sync_probes, vllm_sync_probe_tokens: its size.
+            vllm_cpu_kvcache_gib: vLLM's KV cache on CPU.
     Machine
         torch_threads: torch intra-op threads. The default run takes 2 on a 2-core machine (the
             model and the sandbox take turns; a tiny-model step 3.0 s instead of 4.0 s); the tests
@@ -145,6 +151,9 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
                                              "date kept (YYYY-MM-DD, included)")
     tasks_platform: str | None = _lock(None, "livecodebench training problems: leetcode, atcoder "
                                              "and/or codeforces (comma-separated)")
+    tasks_strict: bool = _lock(False, "a row of tasks or eval_tasks the loader cannot use ends "
+                                      "the start with its one-line error (default: skipped and "
+                                      "counted in the load report)")
     eval_tasks: str | None = _lock(None, "labelled evaluation problems scored every eval_steps")
     eval_tasks_path: str | None = _lock(None, "local file of the evaluation problems")
     eval_tasks_split: str | None = _lock(None, "split of the evaluation dataset")
@@ -207,6 +216,22 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
     exchange_timeout_s: float = _lock(600.0, "seconds to wait for another agent's completions")
     # machine
     torch_threads: int | None = _f(None, "torch intra-op threads (1 on small CPUs)")
+    # vLLM (use_vllm): the weight-sync check (training/vllm_sync.py)
+    vllm_sync_check_steps: int = _f(1, "with use_vllm: check after every n-th weight sync that "
+                                       "vLLM samples from the policy's weights (0: off)")
+    vllm_sync_probes: int = _f(4, "with use_vllm: probe prompts of the weight-sync check (the "
+                                  "first training prompts)")
+    vllm_sync_probe_tokens: int = _f(32, "with use_vllm: greedy tokens per probe")
+    vllm_sync_min_agree: float | None = _f(None, "with use_vllm: stop when fewer probes than this "
+                                                 "share complete identically (default: 1.0 in "
+                                                 "float32, 0.75 in half precision)")
+    vllm_sync_max_logprob_diff: float | None = _f(None, "with use_vllm: stop when the probe "
+                                                        "tokens' log-probabilities differ by more "
+                                                        "on average (default: 1e-4 in float32, "
+                                                        "1e-2 in half precision)")
+    vllm_cpu_kvcache_gib: int = _f(1, "with use_vllm on CPU: GiB of memory for vLLM's KV cache "
+                                      "(VLLM_CPU_KVCACHE_SPACE, unless set; vLLM's own default "
+                                      "takes 90% of the machine's memory)")
 
     def __post_init__(self):
         errors = []
@@ -284,6 +309,14 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
         if source and source.needs_frozen and not (self.frozen_labels or self.frozen_model):
             errors.append(f"--label_source {self.label_source} needs --frozen_labels FILE or "
                           f"--frozen_model")
+        for name in ("vllm_sync_check_steps", "vllm_sync_probes", "vllm_sync_probe_tokens"):
+            if getattr(self, name) < 0:
+                errors.append(f"--{name} must be >= 0, got {getattr(self, name)}")
+        if self.vllm_sync_min_agree is not None and not 0.0 <= self.vllm_sync_min_agree <= 1.0:
+            errors.append(f"--vllm_sync_min_agree must be in [0, 1], got "
+                          f"{self.vllm_sync_min_agree}")
+        if self.vllm_cpu_kvcache_gib < 1:
+            errors.append(f"--vllm_cpu_kvcache_gib must be >= 1, got {self.vllm_cpu_kvcache_gib}")
         if self.min_len > self.max_len:
             errors.append(f"--min_len ({self.min_len}) must not exceed --max_len ({self.max_len})")
         if errors:

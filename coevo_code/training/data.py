@@ -18,7 +18,7 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from ..roles import CODE, TEST, coder_messages, tester_messages
-from ..tasks.model import Task, empty_output, shown_tests
+from ..tasks.model import LoaderError, Task, empty_output, shown_tests
 
 
 def reward_tasks(tasks: list[Task], include_shown: bool = False) -> list[Task]:
@@ -36,7 +36,11 @@ def reward_tasks(tasks: list[Task], include_shown: bool = False) -> list[Task]:
             keep = hidden or keep
         nonempty = [t for t in keep if not empty_output(t)]
         keep = nonempty or keep
-        out.append(task if len(keep) == len(task.tests) else dataclasses.replace(task, tests=keep))
+        try:
+            out.append(task if len(keep) == len(task.tests) else
+                       dataclasses.replace(task, tests=keep))
+        except LoaderError:  # a test decoded only now that no program can read: the executor
+            out.append(task)  # refuses its job, and each step counts it (problems_refused)
     return out
 
 

@@ -17,14 +17,15 @@ from typing import Sequence
 import numpy as np
 
 from .. import labels as L
-from ..matrix import ProblemBatch, full_matrix, lost_matrix
+from ..matrix import JobRefused, ProblemBatch, full_matrix, lost_matrix, program_rows
 from ..matrix import prepare as prepare_job
 from ..metrics import best_of_n_accuracy, joint_errors
 from ..rewards import correct_from_gold
 from ..roles import CODE, TEST
 from ..sandbox.protocol import ANSWERED, HARNESS
 from ..tasks.model import Task, TestCase
-from .scoring import LOWEST, ProblemScore, RewardOptions, score_matrix, shape_rewards
+from .scoring import (LOWEST, ProblemScore, RewardOptions, refused_score, score_matrix,
+                      shape_rewards)
 
 
 @dataclass
@@ -94,8 +95,7 @@ def joint_outputs(jb: JointBatch, result: dict | None, probe_result: dict | None
     else:
         return outputs, errored
     if not res or "outcomes" not in res or res.get("outputs") is None:
-        why = (res or {}).get("error", "no outputs")
-        raise RuntimeError(f"the executor gave no outputs for problem {b.task.id}: {why}")
+        raise JobRefused(b.task.id, (res or {}).get("error", "no outputs"))
     for r, i in enumerate(rows):
         outs, oks = res["outputs"][r], res["outcomes"][r]
         for c, j in enumerate(cols):
@@ -111,13 +111,20 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     """This agent's rewards from its labeller (:func:`coevo_code.labels.agent_rewards`), its gold
     metrics (logged only), and the cross-agent diagnostics of one problem."""
     b = jb.batch
-    full = full_matrix(b, result)
+    try:
+        full = full_matrix(b, result)
+        outputs, errored = joint_outputs(jb, result, probe_result)
+    except JobRefused as e:  # every agent runs the same job: each skips the problem alike
+        my_rows = np.flatnonzero(jb.row_owner == jb.me)
+        my_cols = np.flatnonzero(jb.col_owner == jb.me)
+        mine = ProblemBatch(b.task, [b.programs[i] for i in my_rows],
+                            [b.tests[j] for j in my_cols], b.n_gold, None)
+        return refused_score(mine, str(e), jb.my_code_lengths, jb.my_test_lengths)
     lost = lost_matrix(b, result)
     probe_lost = sum(o in HARNESS for row in (probe_result or {}).get("outcomes") or []
                      for o in row)
     t = b.n_gold
     gen = full[:, t:]
-    outputs, errored = joint_outputs(jb, result, probe_result)
     if options.label_judge == "answers" and b.task.kind == "stdio":
         # an answer is a pseudo-gold test: compare stdout as the stdio pass rule does (tokens)
         outputs = [[" ".join(o.split()) for o in row] for row in outputs]
@@ -128,9 +135,11 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     labels = [x if x is not None and x.agreement >= options.label_threshold else None
               for x in estimate]
     me = jb.me
+    program = program_rows(b, result)
     ar = L.agent_rewards(options.label_source, me, jb.n_agents, gen, labels, jb.row_owner,
                          jb.col_owner, options.code_all_passed, options.post_stage, outputs,
-                         errored, options.label_judge)
+                         errored, options.label_judge,
+                         program if options.wrong_programs_only else None)
 
     # my block, judged by the gold tests (metrics only)
     my_rows = np.flatnonzero(jb.row_owner == me)
@@ -138,7 +147,8 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     mine = ProblemBatch(b.task, [b.programs[i] for i in my_rows], [b.tests[j] for j in my_cols],
                         t, None, jb.my_code_lengths, jb.my_test_lengths)
     mine_cells = np.ix_(my_rows, list(range(t)) + [t + j for j in my_cols])
-    base = score_matrix(mine, full[mine_cells], options, lost[mine_cells])
+    base = score_matrix(mine, full[mine_cells], options, program=program[my_rows],
+                        lost=lost[mine_cells])
     code_ok = [p.ok for p in mine.programs]
     test_ok = [x.ok for x in mine.tests]
     if ar.code is None:

@@ -91,8 +91,9 @@ def _overrides(argv: list[str]) -> dict:
             for name, value in pairs}
 
 
-def load_pair(config_file: str, argv: list[str]) -> Pair:
-    """Read a pair config (plus command-line overrides for every agent) into agent configs."""
+def load_pair(config_file: str, argv: list[str], smoke: bool = False) -> Pair:
+    """Read a pair config (plus command-line overrides for every agent) into agent configs;
+    ``smoke``: shrunk to run here first (:func:`.smoke.apply_pair`), the overrides still win."""
     try:
         base = yaml.safe_load(Path(config_file).read_text()) or {}
     except yaml.YAMLError as e:
@@ -101,6 +102,10 @@ def load_pair(config_file: str, argv: list[str]) -> Pair:
     if not isinstance(agents, list) or not agents:
         raise PairError(f"--config {config_file}: `agents:` must list the agents")
     over = _overrides(argv)
+    if smoke:
+        from .smoke import apply_pair
+        base = apply_pair(base, given=over)
+        agents = base["agents"]
     common = {k: v for k, v in base.items() if k != "agents"}
     common.update(over)
     out = Path(common.get("output_dir") or os.path.join(
@@ -284,7 +289,14 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
     procs: dict[str, subprocess.Popen] = {}
     logs = {}
     for a in pair.agents:
-        env = _agent_env(a, {"COEVO_EXCHANGE": f"127.0.0.1:{store.port}"})
+        extra = {"COEVO_EXCHANGE": f"127.0.0.1:{store.port}"}
+        if int(a.launch.get("num_processes", 1)) == 1 and not a.launch.get("accelerate_config"):
+            # a port of its own for the rendezvous of a one-process agent's colocated vLLM
+            # (TRL's choice prefers 29500 when it looks free: agents started together both
+            # took it, and the second failed with EADDRINUSE); torchrun and accelerate set
+            # their own
+            extra["MASTER_PORT"] = str(_free_port())
+        env = _agent_env(a, extra)
         logs[a.name] = out / a.name / "agent.log"
         with open(logs[a.name], "a") as log:
             procs[a.name] = subprocess.Popen(_command(a, resume), stdout=log,

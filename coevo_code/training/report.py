@@ -140,7 +140,36 @@ def draw_report(run_dir: Path) -> list[Path]:
     ax.set(title="Time per step by phase", xlabel="step", ylabel="seconds")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     out.append(save(fig, run_dir / "phases.png"))
+    if any(x.get("vllm_sync_agree") is not None for x in lines):
+        out.append(_vllm_sync(plt, run_dir, lines))
     return out
+
+
+def _vllm_sync(plt, run_dir: Path, lines: list) -> Path:
+    """``vllm_sync.png`` (runs with ``use_vllm``): the weight-sync check of every checked step,
+    the share of probes that agree (left axis) and the log-probability differences (right axis,
+    log scale)."""
+    from matplotlib.ticker import MaxNLocator
+
+    from ..plots import save
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    xs, ys = _series(lines, "vllm_sync_agree")
+    ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, ms=3, color="C0",
+            label="probes that agree")
+    ax.set(title="vLLM weight-sync check", xlabel="step", ylabel="share of probes", ylim=(-0.02,
+                                                                                          1.05))
+    right = ax.twinx()
+    for key, label, color in (("vllm_sync_logprob_diff", "mean |delta log p|", "C1"),
+                              ("vllm_sync_logprob_diff_max", "largest |delta log p|", "C2")):
+        xs, ys = _series(lines, key)
+        right.plot(xs, [max(y, 1e-9) for y in ys], color=color, lw=1, label=label)
+    right.set_yscale("log")
+    right.set_ylabel("log-probability difference")
+    handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, loc="lower left", fontsize=8)
+    ax.grid(alpha=0.3)
+    return save(fig, run_dir / "vllm_sync.png", legend=False)
 
 
 HELDOUT = (("code_acc", "code accuracy (T=1)"), ("code_acc_greedy", "code accuracy (greedy)"),

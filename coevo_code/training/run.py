@@ -71,13 +71,15 @@ def _load(name, path, split, limit, seed, what, need_gold: bool = True,
           **selection) -> list[Task]:
     """``selection``: the loader's own options (livecodebench: release, start_date, end_date,
     platform), those set only."""
-    options = {k: v for k, v in selection.items() if v not in (None, "")}
+    options = {k: v for k, v in selection.items() if v not in (None, "", False)}
     if split:
         options["split"] = split
     try:
         ts = load_tasks(name, path, **options)
     except LoaderError as e:
         raise LoaderError(f"{what}: {e}") from None
+    if ts.skipped:  # the rest loads; the run says what it left out
+        print(f"{what}: {ts.summary()}", file=sys.stderr)
     tasks = [t for t in ts if t.tests or not need_gold]
     if not tasks:
         raise LoaderError(f"{what}: {ts.summary()}: no problem has a gold test")
@@ -87,8 +89,9 @@ def _load(name, path, split, limit, seed, what, need_gold: bool = True,
 def _selection(config: CoevoConfig, prefix: str) -> dict:
     """The benchmark selection fields of one data set (``tasks_release`` ... ``tasks_platform``)
     as loader options."""
-    return {k: getattr(config, f"{prefix}_{k}", None)
-            for k in ("release", "start_date", "end_date", "platform")}
+    return {**{k: getattr(config, f"{prefix}_{k}", None)
+               for k in ("release", "start_date", "end_date", "platform")},
+            "strict": config.tasks_strict}
 
 
 def shown_tasks(tasks: list[Task], problem_field: str | None) -> list[Task]:
@@ -171,6 +174,14 @@ def end_worker(code: int = 0) -> None:
     import atexit
 
     import torch.distributed as dist
+    vllm_state = sys.modules.get("vllm.distributed.parallel_state")
+    if (vllm_state is not None and vllm_state.model_parallel_is_initialized()
+            and dist.is_available() and dist.is_initialized()):
+        # a colocated vLLM engine (use_vllm) made sub-groups of this process group; its exit
+        # hook destroys them, which fails once the default group is gone ("Invalid process
+        # group specified", a traceback after every multi-process vLLM run). vLLM's own
+        # teardown destroys its groups, then the default group; its hook then finds none
+        vllm_state.cleanup_dist_env_and_memory()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
     atexit._run_exitfuncs()

@@ -11,7 +11,9 @@ Per problem (CURE, arXiv:2506.03136, Sec. 3; the core's ``rewards`` module):
   the parsed generated tests (gold columns first, as the core's contract says);
 - code rewards: share of gold tests passed (``cure_code_rewards``; ``all_passed`` variant);
 - the correct set C: solutions passing every gold test; test rewards: ``cure_test_rewards``
-  (Eq. 4 / |W|, the per-test share of mu);
+  (Eq. 4 / |W|, the per-test share of mu), with W the wrong *programs* (``wrong_programs_only``,
+  on by default: a completion that is not a program, ``matrix.program_rows``, gives no credit
+  to the tests that fail it; the step's p01/p00/mu are counted the same way);
 - decided edge cases: a completion that parses to nothing gets the lowest reward of its role
   (code 0, test -1); a problem with no gold test gives its code rows no reward (None); a problem
   whose gold tests no solution passes gives its test rows no reward (None): the trainer drops those
@@ -44,7 +46,7 @@ from ..argv import option
 from ..metrics import TestCounts, best_of_n_accuracy, test_counts
 from ..rewards import (correct_from_gold, cure_code_rewards, cure_length_shaping,
                        cure_test_rewards, group_normalize)
-from ..matrix import ProblemBatch, full_matrix, lost_matrix
+from ..matrix import JobRefused, ProblemBatch, full_matrix, lost_matrix, program_rows
 from ..matrix import prepare as prepare_job
 from ..roles import CODE, TEST
 from ..tasks.model import Task
@@ -60,6 +62,10 @@ class RewardOptions:
 
     max_gold_tests: int = option(8, "gold tests used per problem (CURE: 8)")
     post_stage: bool = option(False, "CURE's post-stage test reward")
+    wrong_programs_only: bool = option(
+        True, "test rewards: only real programs are wrong solutions; a completion that is not "
+              "a program (nothing parsed, not compiled) gives no credit to the tests that fail "
+              "it (false: CURE's formula, every row; docs/CORE.md)")
     code_all_passed: bool = option(False, "code reward: 1 if every gold test passes (else the "
                                           "share)")
     length_shaping: bool = option(False, "CURE's length shaping for long chain-of-thought models")
@@ -102,6 +108,7 @@ class ProblemScore:
     joint_err: np.ndarray | None = None       # 2 x 2 gold error counts, me x peer
     cross_bon: np.ndarray | None = None       # agents x agents best-of-N (solutions x tests)
     family: str | None = None                 # the problem's task family (world), if it has one
+    refused: str | None = None                # the executor refused its job: why (no reward)
     # cells the harness lost (sandbox_error after the executor's re-run) and what they mask
     sandbox_errors: int = 0                   # such cells in this problem's jobs
     lost: np.ndarray | None = None            # gold runs: those cells, as the full matrix
@@ -170,22 +177,54 @@ def lost_rows(gold: np.ndarray, lost: np.ndarray,
 
 
 def score(batch: ProblemBatch, result: dict | None, options: RewardOptions) -> ProblemScore:
-    """Rewards and metric counts of one problem from its executor result."""
-    return score_matrix(batch, full_matrix(batch, result), options, lost_matrix(batch, result))
+    """Rewards and metric counts of one problem from its executor result; a job the executor
+    refused gives the problem's rows no reward (:func:`refused_score`), and the step goes on."""
+    try:
+        full = full_matrix(batch, result)
+    except JobRefused as e:
+        return refused_score(batch, str(e))
+    return score_matrix(batch, full, options, program=program_rows(batch, result),
+                        lost=lost_matrix(batch, result))
+
+
+def refused_score(batch: ProblemBatch, why: str, code_lengths=None,
+                  test_lengths=None) -> ProblemScore:
+    """The score of a problem whose job the executor refused: every row without a reward (the
+    trainer drops them, as rows without signal), nothing counted but the refusal (``why``, one
+    line naming the problem) and the parse failures."""
+    return ProblemScore(
+        task_id=batch.task.id, code_rewards=[None] * len(batch.programs),
+        test_rewards=[None] * len(batch.tests), n_solutions=len(batch.programs),
+        n_correct=None, counts=TestCounts(), bon=float("nan"),
+        code_parse_failures=sum(not p.ok for p in batch.programs),
+        test_parse_failures=sum(not x.ok for x in batch.tests),
+        code_lengths=list(batch.code_lengths if code_lengths is None else code_lengths),
+        test_lengths=list(batch.test_lengths if test_lengths is None else test_lengths),
+        cells=0, family=_family(batch.task), refused=why)
 
 
 def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
+                 program: np.ndarray | None = None,
                  lost: np.ndarray | None = None) -> ProblemScore:
-    """:func:`score` from the problem's full n x (gold + generated) matrix and the cells of it
-    the harness lost (``lost``, same shape; None: none), whose rows get no reward
-    (:func:`lost_rows`) and which the metrics leave out."""
+    """:func:`score` from the problem's full n x (gold + generated) matrix. ``program``: which
+    solutions are programs (``matrix.program_rows``; None: those that parsed); ``lost``: the
+    cells of the matrix the harness lost (``matrix.lost_matrix``, same shape; None: none), whose
+    rows get no reward (:func:`lost_rows`) and which the metrics leave out.
+
+    The two masks compose: a row that is not a program was decided without running (nothing
+    parsed, or every cell ``syntax_error``), so it has no lost cell, and stays out of the wrong
+    solutions; a row a lost cell masks stays masked whatever ``program`` says. A test's credit
+    (and the metrics' counts) counts the wrong programs among the solutions whose verdict is
+    known: an undecided solution masks every test row, and a test with a lost cell is masked."""
     t = batch.n_gold
     gold, generated = full[:, :t], full[:, t:]
     code_ok = np.array([p.ok for p in batch.programs], dtype=bool)
     test_ok = np.array([x.ok for x in batch.tests], dtype=bool)
+    program = code_ok if program is None else np.asarray(program, dtype=bool) & code_ok
     if lost is None:
         lost = np.zeros(full.shape, dtype=bool)
     code_masked, test_masked, undecided = lost_rows(gold, lost, options.code_all_passed)
+    wrong_mask = program if options.wrong_programs_only else None
 
     if t == 0:
         code_rewards: list = [None] * len(batch.programs)
@@ -198,8 +237,8 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
         correct = correct_from_gold(gold)
         n_correct = int(correct[~undecided].sum())
 
-    tr = cure_test_rewards(generated, correct, post_stage=options.post_stage) if len(test_ok) \
-        else np.zeros(0)
+    tr = cure_test_rewards(generated, correct, post_stage=options.post_stage,
+                           program=wrong_mask) if len(test_ok) else np.zeros(0)
     if tr is None:
         test_rewards: list = [None] * len(batch.tests)
     else:
@@ -217,7 +256,8 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
     return ProblemScore(
         task_id=batch.task.id, code_rewards=code_rewards, test_rewards=test_rewards,
         n_solutions=int(known.sum()), n_correct=n_correct,
-        counts=test_counts(judged, correct[known]), bon=bon,
+        counts=test_counts(judged, correct[known],
+                           None if wrong_mask is None else wrong_mask[known]), bon=bon,
         code_parse_failures=int((~code_ok).sum()), test_parse_failures=int((~test_ok).sum()),
         code_lengths=batch.code_lengths, test_lengths=batch.test_lengths, cells=cells,
         family=_family(batch.task), sandbox_errors=int(lost.sum()), lost=lost,

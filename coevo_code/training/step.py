@@ -186,6 +186,7 @@ class CoevoStep:
         self.scored: deque = deque(maxlen=self.KEEP_CALLS)
         self._executor = None
         self._calls_at_step: dict = {}
+        self._refused: set = set()  # problems whose refused job was reported already
 
     @property
     def label_free(self) -> bool:
@@ -201,6 +202,10 @@ class CoevoStep:
             items, split, lambda rows: self.score_rows(rows, split, global_step),
             whole=joint, lockstep=self.lockstep)
         rewards, scores, phases = scored.rewards, scored.scores, dict(scored.phases)
+        for s in scores:  # the step goes on without them; each is named once per run
+            if s.refused is not None and s.task_id not in self._refused:
+                self._refused.add(s.task_id)
+                log.warning("%s (its rows get no reward; problems_refused counts it)", s.refused)
         if split == "train":  # the logged metrics stay the real ones
             roles = [x.role for x in items]
             rewards = trained_roles(rewards, roles, self.train_roles)

@@ -19,8 +19,10 @@ TRL's private methods it overrides, each because no public hook gives the same r
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import defaultdict, deque
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -35,12 +37,13 @@ from .step import CoevoStep, Lockstep
 from .modelcard import render as render_card
 from .rundir import JsonlWriter, checkpoint_dir, read_jsonl
 from .step_metrics import MATRIX_KEYS, METRIC_KEYS
+from .vllm_sync import SYNC_KEYS
 
 PHASES = ("generation", "execution", "rewards", "update")
 TRL_KEYS = ("loss", "grad_norm", "learning_rate", "entropy", "kl")
 STEP_KEYS = (("step", "epoch", "generation", "wall_s") + METRIC_KEYS
              + tuple(f"time_{p}" for p in PHASES) + ("time_exchange", "time_step") + TRL_KEYS
-             + ("curriculum_skipped",) + MATRIX_KEYS)
+             + ("curriculum_skipped",) + MATRIX_KEYS + SYNC_KEYS)
 STATE_FILE = "coevo_state.json"  # in each checkpoint: curriculum estimates, early-stopping record
 
 
@@ -117,6 +120,33 @@ class _Progress(ProgressCallback):
                 self.training_bar.set_postfix(post, refresh=False)
 
 
+@contextmanager
+def _engine_in_policy_dtype(trainer, enabled: bool):
+    """While TRL builds its colocated vLLM engine, build it in the policy's dtype. TRL 1.16 gives
+    ``LLM`` no dtype, and vLLM's ``auto`` runs a float32 checkpoint in bfloat16 on CPU, so the
+    engine would sample from a rounded copy of the float32 policy (the weight-sync check sees a
+    mean |delta log p| of 5e-4 on short prompts, 4.5e-3 on MBPP's; 1e-7 in one dtype)."""
+    if not enabled:
+        yield
+        return
+    import trl.generation.vllm_generation as vg
+    real = getattr(vg, "LLM", None)
+
+    def llm(*args, **kwargs):
+        dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
+        if "dtype" not in kwargs and dtype in ("float32", "bfloat16", "float16"):
+            kwargs["dtype"] = dtype  # a quantised policy (bitsandbytes) keeps vLLM's choice
+        return real(*args, **kwargs)
+
+    if real is not None:
+        vg.LLM = llm
+    try:
+        yield
+    finally:
+        if real is not None:
+            vg.LLM = real
+
+
 class CoevoTrainer(GRPOTrainer):
     """``CoevoTrainer(model, args=CoevoConfig, coevo_step=CoevoStep(...), ...)``.
 
@@ -141,7 +171,24 @@ class CoevoTrainer(GRPOTrainer):
         self.card = dict(card or {})  # base_model, data, eval_data, agent: the model card's
         self._n_train = n_train
         extra = list(reward_funcs or [])
-        super().__init__(*args, reward_funcs=[self.coevo_reward, *extra], **kwargs)
+        args_ = kwargs.get("args")
+        if (getattr(args_, "use_vllm", False) and args_.vllm_mode == "colocate"
+                and int(os.environ.get("WORLD_SIZE", "1")) <= 1
+                and not torch.distributed.is_initialized()):
+            # a lone process's engine opens a process group of one on MASTER_PORT, which
+            # accelerate sets to 29500 on CPU: the agents of a pair would collide there; "0"
+            # has TRL pick a free port
+            os.environ["MASTER_PORT"] = "0"
+        if getattr(args_, "use_vllm", False) and not torch.cuda.is_available():
+            if args_.vllm_mode == "server":
+                raise ValueError("--vllm_mode server needs a CUDA device: TRL syncs the "
+                                 "server's weights over NCCL; on CPU use --vllm_mode colocate")
+            # vLLM's CPU backend otherwise reserves 90% of the machine's memory for its KV cache
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(args_.vllm_cpu_kvcache_gib))
+        with _engine_in_policy_dtype(self, getattr(args_, "use_vllm", False)
+                                     and args_.vllm_mode == "colocate"):
+            super().__init__(*args, reward_funcs=[self.coevo_reward, *extra], **kwargs)
+        self.sync_check = self._install_vllm_sync() if self.use_vllm else None
         coevo_step.sharding.accelerator = self.accelerator
         out = Path(self.args.output_dir)
         self._writer = JsonlWriter(out / "metrics.jsonl", STEP_KEYS) if write_metrics else None
@@ -160,6 +207,19 @@ class CoevoTrainer(GRPOTrainer):
         if any(isinstance(c, ProgressCallback) for c in self.callback_handler.callbacks):
             self.remove_callback(ProgressCallback)
             self.add_callback(_Progress())
+
+    def _install_vllm_sync(self):
+        """The weight sync that works where vLLM repacks weights, and its check after every
+        ``vllm_sync_check_steps``-th sync (:mod:`.vllm_sync`)."""
+        from .vllm_sync import SyncCheck, install_sync, probe_prompts
+        a = self.args
+        prompts = probe_prompts(self.processing_class,
+                                (row["prompt"] for row in self.train_dataset), a.vllm_sync_probes)
+        check = SyncCheck(self, prompts, every=a.vllm_sync_check_steps,
+                          max_tokens=a.vllm_sync_probe_tokens, min_agree=a.vllm_sync_min_agree,
+                          max_logprob_diff=a.vllm_sync_max_logprob_diff)
+        install_sync(self.vllm_generation, after=check)
+        return check
 
     @property
     def lockstep(self) -> Lockstep:
@@ -268,6 +328,9 @@ class CoevoTrainer(GRPOTrainer):
                          "curriculum_skipped": self.lockstep.curriculum.skipped
                          if self.args.curriculum else None,
                          **{k: self._last_gen.get(k) for k in MATRIX_KEYS}}
+        if self.sync_check is not None and self.sync_check.last is not None:
+            self._pending.update(self.sync_check.last.figures())  # the check of this step's sync
+            self.sync_check.last = None
         self._phase.clear()
         self._step_time = 0.0
 
