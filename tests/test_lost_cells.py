@@ -283,3 +283,28 @@ def test_a_tester_reward_gives_no_reward_to_a_solution_the_sandbox_lost():
         with Killer():
             faulted = reward(completions=texts, task_id=["double"] * 3)
     assert clean == [1.0, 1.0, 0.5] and faulted == [None, 1.0, 0.5]
+
+
+# ---- with i51-rewards-rows: the program mask and the lost mask together -------------------------
+def test_the_program_mask_and_the_lost_mask_compose():
+    """A text the judge could not compile (every cell ``syntax_error``) is no program, decided
+    without running, so no cell of it is lost, and it is no wrong solution; a test with a lost
+    cell stays masked; the others' credit counts the wrong programs whose cells were kept. A job
+    the executor refused is skipped and counted beside the lost cells."""
+    b = prepare(STDIO, [_code(GOOD), _code(WRONG), _code("return 1")],
+                [_t("2\n", "4\n"), _t("3\n", "7\n")], RewardOptions())
+    assert [p.ok for p in b.programs] == [True] * 3 and [x.ok for x in b.tests] == [True] * 2
+    res = {"passed": [[True, True, True, False], [True, False, True, False], [False] * 4],
+           "outcomes": [["ok"] * 3 + ["wrong_answer"],
+                        ["ok", "wrong_answer", "ok", "sandbox_error"], ["syntax_error"] * 4]}
+    s = score(b, res, RewardOptions())
+    assert s.code_rewards == [1.0, 0.5, 0.0] and s.code_masked == [False] * 3
+    # test 1 catches no wrong *program* (only the text that never ran fails it); test 2 is masked
+    assert s.test_rewards == [0.0, None] and s.test_masked == [False, True]
+    assert (s.counts.wrong_x_accurate, s.counts.wrong_pass_accurate) == (1, 1)
+    cure = score(b, res, RewardOptions(wrong_programs_only=False))
+    assert cure.test_rewards == [0.5, None]  # CURE's formula: the non-program is caught too
+    refused = score(b, {"error": "a lone surrogate"}, RewardOptions())
+    assert refused.refused and refused.code_rewards == [None] * 3 and refused.rows_masked == 0
+    m = batch_metrics([s, refused])
+    assert (m["problems_refused"], m["exec_sandbox_errors"], m["rows_masked"]) == (1, 1, 1)
