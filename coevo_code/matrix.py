@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from .roles import parse_program, parse_test
+from .sandbox.protocol import HARNESS
 from .tasks.model import Task
 
 NOT_RUN = "syntax_error"  # the judge's outcome for a program it could not compile (none ran)
@@ -75,6 +76,24 @@ def full_matrix(batch: ProblemBatch, result: dict | None) -> np.ndarray:
     cols = list(range(t)) + [t + j for j, x in enumerate(batch.tests) if x.ok]
     full[np.ix_(rows, cols)] = ran
     return full
+
+
+def lost_matrix(batch: ProblemBatch, result: dict | None) -> np.ndarray:
+    """The n x (t + m) cells of :func:`full_matrix` whose verdict the harness lost: their outcome
+    says the judge, its container or its node failed (``sandbox_error``, after the executor's
+    re-run on a fresh judge), not the program. Those cells are False in :func:`full_matrix`, but
+    unknown: nothing may count them as wrong. All False for a result without outcomes."""
+    n, t, m = len(batch.programs), batch.n_gold, len(batch.tests)
+    lost = np.zeros((n, t + m), dtype=bool)
+    outcomes = (result or {}).get("outcomes")
+    if batch.job is None or outcomes is None:
+        return lost
+    rows = [i for i, p in enumerate(batch.programs) if p.ok]
+    cols = list(range(t)) + [t + j for j, x in enumerate(batch.tests) if x.ok]
+    ran = np.array([[o in HARNESS for o in row] for row in outcomes], dtype=bool)
+    if ran.shape == (len(rows), len(cols)):
+        lost[np.ix_(rows, cols)] = ran
+    return lost
 
 
 def program_rows(batch: ProblemBatch, result: dict | None) -> np.ndarray:

@@ -32,6 +32,21 @@ def fit_bon(bon: list[tuple[int, int]], k_code: int, k_test: int
     return out, notes
 
 
+def lost_note(results: dict) -> str | None:
+    """One line on the cells the harness lost (``sandbox_error``): what they left undecided,
+    which no figure counts (never a failure of the model); None when there were none."""
+    n = results.get("sandbox_errors")
+    if not n:
+        return None
+    if "samples_undecided" in results:
+        what = f"{results['samples_undecided']} sample(s)"
+    else:
+        what = (f"{results.get('solutions_undecided', 0)} solution(s) and "
+                f"{results.get('tests_undecided', 0)} generated test(s)")
+    return (f"{n} cell(s) ended sandbox_error (the sandbox failed, not the model, twice): {what} "
+            f"left undecided and out of the figures, not counted as wrong")
+
+
 def _load(args: EvalOptions, bench: BenchmarkOptions, executor, for_samples: bool):
     from ..tasks import LoaderError, load_tasks
     from ..tasks.model import seeded_sample
@@ -137,11 +152,16 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
                        "bon": [f"{n}x{m}" for n, m in bon], "rankers": rankers,
                        **({"notes": bon_notes} if bon_notes else {}),
                        "sampling": vars(sampling), **summary,
-                       "per_task": {p.task_id: {"correct": p.correct.tolist(),
+                       "per_task": {p.task_id: {"correct": [None if u else bool(c) for c, u
+                                                            in zip(p.correct, p.undecided)],
                                                 "matrix": p.matrix.astype(int).tolist(),
                                                 "n_gold": p.n_gold} for p in problems}}
     finally:
         ex.close()
+    lost = lost_note(results)
+    if lost:
+        results.setdefault("notes", []).append(lost)
+        print(f"note: {lost}", file=sys.stderr)
     results["seconds"] = round(time.time() - t0, 2)
     paths = write_results(out, results)
     shown = results.get("metrics") or {k: v for k, v in results.items() if k.startswith("pass@")}

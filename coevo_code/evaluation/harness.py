@@ -8,6 +8,12 @@ unit-test accuracy, p01, p00 and mu (pooled over problems with a correct solutio
 and best-of-N accuracy for each (n, m) and each ranker (as CURE evaluates it: pick one of the
 first n solutions using the first m generated tests). Every figure comes with a bootstrap 95%
 interval over problems.
+
+A cell whose judge, container or node was lost, and lost again when re-run on a fresh judge
+(``sandbox_error``), is no verdict on the model: a solution it leaves undecided (a lost gold
+cell, and no gold test it ran fails it) and a generated test with a lost cell are left out of
+the figures, and counted apart (``sandbox_errors``, ``solutions_undecided``,
+``tests_undecided``).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..matrix import JobRefused, full_matrix, prepare
+from ..matrix import JobRefused, full_matrix, lost_matrix, prepare
 from ..metrics import TestCounts, best_of_n_accuracy, pass_at_k, test_counts
 from ..ranking import codet_select, cure_select
 from ..rewards import correct_from_gold
@@ -57,10 +63,38 @@ class ProblemResult:
     has_gold: bool          # the problem has gold tests (not "pseudo-labelled", as in training)
     parse_fail_code: int
     parse_fail_test: int
+    lost: np.ndarray | None = None  # cells the harness lost (sandbox_error), as ``matrix``
 
     @property
     def generated(self) -> np.ndarray:
         return self.matrix[:, self.n_gold:]
+
+    @property
+    def undecided(self) -> np.ndarray:
+        """Solutions with a lost gold cell that no gold test they ran fails: their verdict is
+        unknown (not wrong)."""
+        if self.lost is None:
+            return np.zeros(self.matrix.shape[0], dtype=bool)
+        t = self.n_gold
+        lost_gold = self.lost[:, :t]
+        return lost_gold.any(axis=1) & ~(~self.matrix[:, :t] & ~lost_gold).any(axis=1)
+
+    @property
+    def tests_lost(self) -> np.ndarray:
+        """Generated tests with a lost cell."""
+        if self.lost is None:
+            return np.zeros(self.matrix.shape[1] - self.n_gold, dtype=bool)
+        return self.lost[:, self.n_gold:].any(axis=0)
+
+    @property
+    def known_correct(self) -> np.ndarray:
+        """``correct`` over the decided solutions only."""
+        return self.correct[~self.undecided]
+
+    @property
+    def known_generated(self) -> np.ndarray:
+        """The generated tests without a lost cell, run by the decided solutions."""
+        return self.generated[np.ix_(~self.undecided, ~self.tests_lost)]
 
 
 def judge(tasks: Sequence[Task], generations: dict, k_code: int, k_test: int, executor,
@@ -74,8 +108,9 @@ def judge(tasks: Sequence[Task], generations: dict, k_code: int, k_test: int, ex
     results = iter(executor.run(jobs, progress=progress) if jobs else [])
     out = []
     for b in batches:
+        res = next(results) if b.job is not None else None
         try:
-            m = full_matrix(b, next(results) if b.job is not None else None)
+            m = full_matrix(b, res)
         except JobRefused as e:
             if refused is not None:
                 refused.append({"task_id": b.task.id, "error": str(e)})
@@ -84,30 +119,45 @@ def judge(tasks: Sequence[Task], generations: dict, k_code: int, k_test: int, ex
         out.append(ProblemResult(
             b.task.id, m, b.n_gold,
             correct_from_gold(gold) if b.n_gold else np.zeros(m.shape[0], dtype=bool),
-            b.n_gold > 0, sum(not p.ok for p in b.programs), sum(not x.ok for x in b.tests)))
+            b.n_gold > 0, sum(not p.ok for p in b.programs), sum(not x.ok for x in b.tests),
+            lost_matrix(b, res)))
     return out
 
 
 # ---- metrics with bootstrap intervals ---------------------------------------------------------
 def _pass_k(p: ProblemResult, k: int) -> float:
-    n = p.matrix.shape[0]
-    return pass_at_k(n, int(p.correct.sum()), k) if n >= k else float("nan")
+    c = p.known_correct
+    return pass_at_k(len(c), int(c.sum()), k) if len(c) >= k else float("nan")
+
+
+def _pass_1(p: ProblemResult) -> float:
+    """The share of correct solutions among the decided ones (0.0 without a solution; NaN when
+    the harness left every one undecided)."""
+    if not p.matrix.shape[0]:
+        return 0.0
+    c = p.known_correct
+    return float(c.mean()) if len(c) else float("nan")
+
+
+def _bon(p: ProblemResult, n: int, m: int, ranker: str) -> float:
+    if not p.matrix.shape[0]:
+        return 0.0
+    c = p.known_correct
+    return best_of_n_accuracy(c, p.known_generated, n, m, RANKERS[ranker]) if len(c) \
+        else float("nan")
 
 
 def _per_problem(problems: list[ProblemResult], bon, rankers) -> dict[str, np.ndarray]:
     """A value per problem for every metric that is a mean over problems (NaN: undefined)."""
     with_gold = [p for p in problems if p.has_gold]
     n_min = min((p.matrix.shape[0] for p in with_gold), default=0)
-    cols: dict[str, list[float]] = {"pass@1": [p.correct.mean() if p.matrix.shape[0] else 0.0
-                                               for p in with_gold]}
+    cols: dict[str, list[float]] = {"pass@1": [_pass_1(p) for p in with_gold]}
     for k in sorted({k for k in (5, 10, 16, 100) if 1 < k <= n_min} | {n for n, _ in bon
                                                                        if 1 < n <= n_min}):
         cols[f"pass@{k}"] = [_pass_k(p, k) for p in with_gold]
     for n, m in bon:
         for name in rankers:
-            cols[f"bon_{n}x{m}/{name}"] = [
-                best_of_n_accuracy(p.correct, p.generated, n, m, RANKERS[name])
-                if p.matrix.shape[0] else 0.0 for p in with_gold]
+            cols[f"bon_{n}x{m}/{name}"] = [_bon(p, n, m, name) for p in with_gold]
     return {k: np.asarray(v, dtype=float) for k, v in cols.items()}
 
 
@@ -123,7 +173,8 @@ def summarize(problems: list[ProblemResult], bon: list[tuple[int, int]],
     """Point estimates and bootstrap 95% intervals (resampling problems with replacement)."""
     with_gold = [p for p in problems if p.has_gold]
     per = _per_problem(problems, bon, rankers)
-    counts = np.array([test_counts(p.generated, p.correct).astuple() for p in with_gold],
+    counts = np.array([test_counts(p.known_generated, p.known_correct).astuple()
+                       for p in with_gold],
                       dtype=np.int64).reshape(len(with_gold), 6)
     point = {k: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
              for k, v in per.items()}
@@ -154,5 +205,9 @@ def summarize(problems: list[ProblemResult], bon: list[tuple[int, int]],
         "ci95": ci,
         "parse_fail_code": (sum(p.parse_fail_code for p in problems) / n_sol) if n_sol else None,
         "parse_fail_test": (sum(p.parse_fail_test for p in problems) / n_test) if n_test else None,
+        # the harness's failures, apart from the model's: left out of every figure above
+        "sandbox_errors": int(sum(p.lost.sum() for p in problems if p.lost is not None)),
+        "solutions_undecided": int(sum(p.undecided.sum() for p in with_gold)),
+        "tests_undecided": int(sum(p.tests_lost.sum() for p in problems)),
         "bootstrap": bootstrap,
     }

@@ -27,7 +27,9 @@ def write_results(out_dir: Path, results: dict) -> list[Path]:
         md.append(f"| {k} | {_fmt(v)} | "
                   f"{'-' if not lo_hi else f'{lo_hi[0]:.3f} to {lo_hi[1]:.3f}'} |")
     extra = {k: results[k] for k in ("problems", "tasks", "samples", "tasks_without_samples",
-                                      "parse_fail_code", "parse_fail_test", "source")
+                                      "parse_fail_code", "parse_fail_test", "sandbox_errors",
+                                      "solutions_undecided", "tests_undecided",
+                                      "samples_undecided", "source")
              if k in results}
     for key in ("problems_refused", "tasks_refused", "rows_skipped"):  # left out, and why
         if results.get(key):

@@ -7,6 +7,11 @@ the "+" benchmarks a sample passes when it passes the base *and* the plus inputs
 "base + extra tests" figure) and ``pass@1_base`` is the base-input figure; each set of inputs runs
 as one cell that stops at the first failing input. With n samples per task, ``pass@k`` (unbiased,
 Chen et al. 2021 Eq. 1) is reported for every k in (1, 10, 100) not above the smallest n.
+
+A sample whose verdict the harness lost (a ``sandbox_error`` cell, after the executor's re-run on
+a fresh judge, and no other input failing it) is *undecided*, not wrong: it is left out of its
+task's figures, ``None`` in ``per_task``, and counted apart (``sandbox_errors``,
+``samples_undecided``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..metrics import pass_at_k
+from ..sandbox.protocol import HARNESS
 from ..tasks.model import TaskSet
 
 
@@ -31,6 +37,16 @@ class SampleVerdicts:
     base: list[bool] = field(default_factory=list)
     plus: list[bool] = field(default_factory=list)
     outcomes: list[list[str]] = field(default_factory=list)
+    # the harness lost a cell and no other input fails the sample: its verdict is unknown
+    undecided_base: list[bool] = field(default_factory=list)
+    undecided: list[bool] = field(default_factory=list)
+    sandbox_errors: int = 0
+
+    def decided(self, which: str) -> list[bool]:
+        """The verdicts (``base`` or ``plus``) of the decided samples."""
+        und = self.undecided_base if which == "base" else self.undecided
+        und = und or [False] * len(getattr(self, which))
+        return [v for v, u in zip(getattr(self, which), und) if not u]
 
 
 def sample_task_ids(path: Path) -> set[str] | None:
@@ -103,20 +119,32 @@ def score_samples(taskset: TaskSet, samples: dict[str, list[str]], executor,
         m = np.asarray(res["passed"], dtype=bool).reshape(len(samples[tid]), -1)
         nb = tasks[tid].metadata.get("base_tests", m.shape[1])
         base = m[:, :nb].all(axis=1) if nb else np.ones(m.shape[0], dtype=bool)
-        verdicts.append(SampleVerdicts(tid, base.tolist(), m.all(axis=1).tolist(),
-                                       res.get("outcomes", [])))
+        outcomes = res.get("outcomes", [])
+        lost = np.array([[o in HARNESS for o in row] for row in outcomes],
+                        dtype=bool).reshape(m.shape) if outcomes else np.zeros(m.shape, bool)
+        failed = ~m & ~lost
+        verdicts.append(SampleVerdicts(
+            tid, base.tolist(), m.all(axis=1).tolist(), outcomes,
+            undecided_base=(lost[:, :nb].any(axis=1) & ~failed[:, :nb].any(axis=1)).tolist(),
+            undecided=(lost.any(axis=1) & ~failed.any(axis=1)).tolist(),
+            sandbox_errors=int(lost.sum())))
     return summarize(taskset, verdicts, refused), verdicts
 
 
 def summarize(taskset: TaskSet, verdicts: list[SampleVerdicts], refused=()) -> dict:
     """pass@1 (and pass@10, @100 where every task has that many samples) over the tasks scored;
     ``tasks_refused``: the tasks whose job the executor refused (left out, each with its
-    one-line error); ``rows_skipped``: the rows the loader could not use."""
+    one-line error); ``rows_skipped``: the rows the loader could not use; ``sandbox_errors`` and
+    ``samples_undecided``: the cells the harness lost and the samples they leave undecided (left
+    out of the figures)."""
     plus_set = any("base_tests" in t.metadata for t in taskset)
     ns = np.array([len(v.plus) for v in verdicts])
     out = {"benchmark": taskset.name, "source": taskset.origin, "tasks": len(verdicts),
            "tasks_without_samples": len(taskset) - len(verdicts) - len(refused),
-           "samples": int(ns.sum())}
+           "samples": int(ns.sum()),
+           # the harness's failures, apart from the model's: left out of the figures below
+           "sandbox_errors": sum(v.sandbox_errors for v in verdicts),
+           "samples_undecided": sum(sum(v.undecided) for v in verdicts)}
     if refused:
         out["tasks_refused"] = list(refused)
     if taskset.skipped:
@@ -126,15 +154,25 @@ def summarize(taskset: TaskSet, verdicts: list[SampleVerdicts], refused=()) -> d
     for key, field_ in (("pass@1", "plus"), ("pass@1_base", "base")):
         if key == "pass@1_base" and not plus_set:
             continue
-        out[key] = float(np.mean([np.mean(getattr(v, field_)) for v in verdicts]))
+        decided = [v.decided(field_) for v in verdicts]
+        out[key] = _mean([np.mean(d) if d else None for d in decided])
         for k in (10, 100):
             if ns.min() >= k:
                 name = key.replace("@1", f"@{k}")
-                out[name] = float(np.mean([pass_at_k(len(getattr(v, field_)),
-                                                     int(np.sum(getattr(v, field_))), k)
-                                           for v in verdicts]))
+                out[name] = _mean([pass_at_k(len(d), int(np.sum(d)), k) if len(d) >= k
+                                   else None for d in decided])
     return out
 
 
+def _mean(values: list) -> float | None:
+    """The mean of the values a task has (None: every sample of the task undecided)."""
+    kept = [x for x in values if x is not None]
+    return float(np.mean(kept)) if kept else None
+
+
 def per_task(verdicts: list[SampleVerdicts]) -> dict:
-    return {v.task_id: {"base": v.base, "plus": v.plus} for v in verdicts}
+    """Each task's verdicts; None for a sample the harness left undecided."""
+    def mark(values, undecided):
+        return [None if u else v for v, u in zip(values, undecided or [False] * len(values))]
+    return {v.task_id: {"base": mark(v.base, v.undecided_base), "plus": mark(v.plus, v.undecided)}
+            for v in verdicts}

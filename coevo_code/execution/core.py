@@ -11,9 +11,10 @@ comes back, is decided here, once:
 - :func:`cell_budget_s` / :func:`unit_budget_s` are the time budget of a unit of cells (the
   wall limit of each cell, the checker's, and a margin), the one figure a backend waits for;
 - :func:`plan_units` cuts a batch into :class:`Unit` s (one program against a chunk of tests,
-  as the sandbox server's ``run`` request), and :func:`run_unit` runs one on a slot, replacing
-  the slot's server and retrying once if it fails, writing the unit's cells into its job's
-  state;
+  as the sandbox server's ``run`` request), and :func:`run_unit` runs one on a slot, re-running
+  what the harness lost once on a fresh server (the unit, when the server failed; the cells
+  whose outcome is a harness failure, when it answered), writing the unit's cells into its
+  job's state;
 - :func:`finish_batch` assembles the result dicts (``passed``, ``outcomes``, ``seconds``,
   ``outputs`` when asked), in job order.
 
@@ -30,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..sandbox.protocol import OK, SANDBOX
+from ..sandbox.protocol import HARNESS, OK, SANDBOX
 from .jobs import Job, JobError, job_seed, parse_job
 
 log = logging.getLogger(__name__)
@@ -180,37 +181,66 @@ def plan_units(states: list[JobState | None], copies: list[dict[int, int]], slot
     return units
 
 
+def _call(slot: Any, request: dict, budget_s: float, job_id) -> dict | None:
+    """One request on ``slot``, starting its server if it has none: the answer, or None when
+    the server failed (died, did not answer within ``budget_s``, or reported an error), which
+    is then closed, so that the next call starts a fresh one."""
+    try:
+        if slot.channel is None:
+            slot.start()
+        res = slot.call(request, budget_s)
+    except Exception as e:  # noqa: BLE001 - a dead, hung or unstartable server
+        log.warning("slot %d failed (%s); restarting it", slot.index, e)
+        slot.close()
+        return None
+    if "error" in res:  # the server is in doubt (a zygote gone, a work dir replaced, a bug)
+        log.error("sandbox server error on job %r: %s", job_id, res["error"])
+        slot.close()
+        return None
+    return res
+
+
+def _subrequest(request: dict, cells: list[int]) -> dict:
+    """``request`` for the tests at positions ``cells`` of its unit only."""
+    sub = dict(request, tests=[request["tests"][i] for i in cells])
+    if request.get("expected") is not None:
+        sub["expected"] = [request["expected"][i] for i in cells]
+    return sub
+
+
 def run_unit(slot: Any, unit: Unit, st: JobState) -> None:
-    """Run ``unit`` on ``slot`` and write its cells into ``st``. A server that fails (dies, does
-    not answer within the unit's budget, or reports an error) is replaced and the unit retried
-    once; then its cells become ``sandbox_error``."""
+    """Run ``unit`` on ``slot`` and write its cells into ``st``. What the harness lost is re-run
+    once on a fresh server: the whole unit when the server failed (died, did not answer within
+    the unit's budget, or reported an error), the cells whose outcome is a harness failure
+    (:data:`~coevo_code.sandbox.protocol.HARNESS`: a cell whose isolation could not be set up)
+    when it answered; what fails again stays ``sandbox_error``."""
     now = time.monotonic()
     with st.lock:
         if not st.t0:
             st.t0 = now
-    res = None
-    for attempt in range(2):
-        try:
-            if slot.channel is None:
-                slot.start()
-            res = slot.call(unit.request, unit.budget_s)
-            if "error" in res:  # the server is in doubt (a zygote gone, a work dir
-                # replaced, a bug): replace it and retry the unit once
-                log.error("sandbox server error on job %r: %s", st.job.id, res["error"])
-                res = None
-                slot.close()
-                continue
-            break
-        except Exception as e:  # noqa: BLE001 - a dead, hung or unstartable server
-            log.warning("slot %d failed (%s); restarting it", slot.index, e)
-            slot.close()
-            res = None
     k = unit.stop - unit.start
-    outcomes = res["outcomes"] if res else [SANDBOX] * k
+    res = _call(slot, unit.request, unit.budget_s, st.job.id)
+    if res is None:
+        res = _call(slot, unit.request, unit.budget_s, st.job.id)
+    outcomes = list(res["outcomes"]) if res else [SANDBOX] * k
+    outputs = list(res["outputs"]) if res and res.get("outputs") is not None else None
+    if res is not None:
+        lost = [i for i, o in enumerate(outcomes) if o in HARNESS]
+        if lost:
+            log.warning("slot %d: %d cell(s) of job %r ended %s; re-running them on a fresh "
+                        "server", slot.index, len(lost), st.job.id, outcomes[lost[0]])
+            slot.close()
+            again = _call(slot, _subrequest(unit.request, lost), unit.budget_s, st.job.id)
+            if again is not None:
+                for i, o in zip(lost, again["outcomes"]):
+                    outcomes[i] = o
+                if outputs is not None and again.get("outputs") is not None:
+                    for i, o in zip(lost, again["outputs"]):
+                        outputs[i] = o
     with st.lock:
         st.outcomes[unit.program][unit.start:unit.stop] = outcomes
-        if st.outputs is not None and res and res.get("outputs") is not None:
-            st.outputs[unit.program][unit.start:unit.stop] = res["outputs"]
+        if st.outputs is not None and outputs is not None:
+            st.outputs[unit.program][unit.start:unit.stop] = outputs
         st.t1 = max(st.t1, time.monotonic())
 
 

@@ -20,6 +20,10 @@ OUTCOMES = (OK, WRONG, RUNTIME, TIMEOUT, MEMORY, OUTPUT, SYNTAX, SANDBOX)
 # the call's value) is what a vote or MBR-exec compares. Any other outcome is an error, whatever the
 # run printed before it.
 ANSWERED = (OK, WRONG)
+# The outcomes that say the harness (a judge, a container, a node), not the program, failed: such
+# a cell was re-run once on a fresh judge and still failed, so its verdict is unknown. Training
+# masks what it touches, evaluation reports it apart; it is never a wrong answer.
+HARNESS = (SANDBOX,)
 
 RETURN_OUTPUT_CAP = 65536  # characters of each cell's output sent back with return_outputs
 STATUS_CAP = 1 << 20  # bytes a test cell may write to its status channel

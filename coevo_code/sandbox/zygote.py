@@ -50,6 +50,16 @@ def _close(fds):
             pass
 
 
+def _read_ready(fd):
+    """What the cells of one spawn wrote on its ready pipe (their roles), read once they are
+    reaped (every write end is closed then: nothing can block)."""
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 64)
+    except BlockingIOError:
+        return b""
+
+
 def sealed_memfd(data, name="code"):
     """A sealed, read-only memfd holding ``data``: a cell can neither change it nor see more."""
     fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -299,10 +309,16 @@ class Zygote:
             self.vm_now = self._vm_size()
         self.spawned += 1
         vm_now = self.vm_now
+        # each process writes its role here once every layer is on, before any code of the cell
+        # runs: an exit status CHILD_SETUP_FAILED is then a setup failure only where the role is
+        # missing, and a program (or a test) that exits with it by itself cannot pass for one
+        ready_r, ready_w = os.pipe()
+        pipes.append(ready_w)
         t0 = time.monotonic()
         pids = []
         try:
             for role, fdmap, run, extra in plan:
+                fdmap[max(fdmap) + 1] = ready_w
                 pid = seccomp.fast_fork()
                 if pid == 0:  # --------------------------------------------------------- a cell
                     try:
@@ -313,20 +329,30 @@ class Zygote:
                     finally:
                         os._exit(CHILD_SETUP_FAILED)
                 pids.append(pid)
+        except BaseException:
+            os.close(ready_r)
+            raise
         finally:
             _close(pipes)
-        killed = self._watch(pids, t0, limits[0], float(req["wall"]))
-        out = []
-        for pid in pids:
-            try:
-                os.killpg(pid, signal.SIGKILL)  # the cell is a zombie or dead: get its group too
-            except OSError:
-                pass
-        for pid in pids:
-            _, wstatus, ru = os.wait4(pid, 0)
-            sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else 0
-            code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else -1
-            out.append([code, sig, ru.ru_utime + ru.ru_stime])
+        try:
+            killed = self._watch(pids, t0, limits[0], float(req["wall"]))
+            out = []
+            for pid in pids:
+                try:
+                    os.killpg(pid, signal.SIGKILL)  # the cell is a zombie or dead: its group too
+                except OSError:
+                    pass
+            for pid in pids:
+                _, wstatus, ru = os.wait4(pid, 0)
+                sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else 0
+                code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else -1
+                out.append([code, sig, ru.ru_utime + ru.ru_stime])
+            isolated = _read_ready(ready_r)
+        finally:
+            os.close(ready_r)
+        for (role, *_), cell_out in zip(plan, out):
+            if cell_out[0] == CHILD_SETUP_FAILED and role.encode() in isolated:
+                cell_out[0] = 1  # the cell's own exit, after its setup: not the sandbox's failure
         if self.seccomp is None or killed:  # without seccomp a program can fork: sweep
             self._sweep()
         return {"cells": out, "killed": killed}
@@ -366,9 +392,12 @@ class Zygote:
             ruleset = self.rulesets.get(role)
             if ruleset is not None:
                 seccomp.syscall(landlock.NR_RESTRICT, ruleset, 0)
-            os.closerange(max(fdmap) + 1, 1 << 16)
+            ready = max(fdmap)  # the last descriptor: where the cell says it is isolated
+            os.closerange(ready + 1, 1 << 16)
             if self.seccomp is not None:
                 seccomp.install(self.seccomp)
+            os.write(ready, role.encode())
+            os.close(ready)
         except BaseException:  # noqa: BLE001 - a forked child: any setup failure is CHILD_SETUP_FAILED, read by the zygote
             os._exit(CHILD_SETUP_FAILED)
 

@@ -119,6 +119,7 @@ def run_train(a: TrainArgs) -> int:
 
     from ..tasks import LoaderError
     from .exchange import PartnerError
+    from .step import SandboxFailure
     from .rundir import refuse_existing_run
     from .run import end_worker, train
     from .vllm_sync import WeightSyncError
@@ -146,6 +147,11 @@ def run_train(a: TrainArgs) -> int:
     except PartnerError as e:
         print(f"coevo: {e}", file=sys.stderr)
         return 3
+    except SandboxFailure as e:
+        if main:
+            print(f"coevo: {e}; check the sandbox (coevo doctor), then `coevo train --resume "
+                  f"{out}` continues from the last checkpoint", file=sys.stderr)
+        return 4
     if main:
         print(f"coevo: {result.global_step} steps in {time.time() - t0:.0f} s; metrics "
               f"{out / 'metrics.jsonl'}; weights {result.final_dir}; curves: coevo report {out}",

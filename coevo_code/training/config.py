@@ -28,6 +28,7 @@ from ..labels import SOURCES as LABEL_SOURCES
 from ..tasks import LoaderError, find_loader
 from .controls import CONTROLS, ROLES_TRAINED
 from .scoring import RewardOptions
+from .step import MAX_ROWS_MASKED
 
 _Metadata = OptionMetadata
 
@@ -107,6 +108,10 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
         (auto, bwrap, direct, docker), exec_allow_unsafe, exec_no_uid: the fields of
         :class:`~coevo_code.execution.options.ExecutionOptions`, which every command that runs
         programs takes; exec_time_limit_s (override every task's limit).
+        max_rows_masked: a cell whose judge, container or node was lost, and lost again when
+            re-run on a fresh one (``sandbox_error``), masks the rows whose reward it could have
+            changed (no reward, no advantage, out of their group's baseline); past this share of
+            a step's rows the run stops with a one-line error (``--resume`` continues it).
     Label-free runs
         frozen_labels: the frozen labeller's completions (``generations.jsonl`` of ``coevo eval``);
             frozen_model: the model that writes them at the start when the file does not exist.
@@ -190,6 +195,9 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
     # ExecutionOptions')
     exec_time_limit_s: float | None = _f(None, "CPU seconds per test for every task (default: "
                                                "each task's own limit)")
+    max_rows_masked: float = _f(MAX_ROWS_MASKED, "stop the run when more than this share of a "
+                                                 "step's rows is masked for sandbox cells lost "
+                                                 "twice (sandbox_error); 1: never stop")
     # label-free runs
     frozen_labels: str | None = _lock(None, "frozen labeller's completions (generations.jsonl)")
     frozen_model: str | None = _lock(None, "model that writes frozen_labels when it is missing")
@@ -267,6 +275,8 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
             errors.append(problem)
         if self.exec_time_limit_s is not None and not self.exec_time_limit_s > 0:
             errors.append(f"--exec_time_limit_s must be > 0, got {self.exec_time_limit_s}")
+        if not 0.0 <= self.max_rows_masked <= 1.0:
+            errors.append(f"--max_rows_masked must be in [0, 1], got {self.max_rows_masked}")
         if self.label_judge not in LABEL_JUDGES:
             errors.append(f"--label_judge must be one of {', '.join(LABEL_JUDGES)}, got "
                           f"{self.label_judge!r}")

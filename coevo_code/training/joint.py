@@ -17,12 +17,12 @@ from typing import Sequence
 import numpy as np
 
 from .. import labels as L
-from ..matrix import JobRefused, ProblemBatch, full_matrix, program_rows
+from ..matrix import JobRefused, ProblemBatch, full_matrix, lost_matrix, program_rows
 from ..matrix import prepare as prepare_job
 from ..metrics import best_of_n_accuracy, joint_errors
 from ..rewards import correct_from_gold
 from ..roles import CODE, TEST
-from ..sandbox.protocol import ANSWERED
+from ..sandbox.protocol import ANSWERED, HARNESS
 from ..tasks.model import Task, TestCase
 from .scoring import (LOWEST, ProblemScore, RewardOptions, refused_score, score_matrix,
                       shape_rewards)
@@ -120,6 +120,9 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
         mine = ProblemBatch(b.task, [b.programs[i] for i in my_rows],
                             [b.tests[j] for j in my_cols], b.n_gold, None)
         return refused_score(mine, str(e), jb.my_code_lengths, jb.my_test_lengths)
+    lost = lost_matrix(b, result)
+    probe_lost = sum(o in HARNESS for row in (probe_result or {}).get("outcomes") or []
+                     for o in row)
     t = b.n_gold
     gen = full[:, t:]
     if options.label_judge == "answers" and b.task.kind == "stdio":
@@ -143,8 +146,9 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     my_cols = np.flatnonzero(jb.col_owner == me)
     mine = ProblemBatch(b.task, [b.programs[i] for i in my_rows], [b.tests[j] for j in my_cols],
                         t, None, jb.my_code_lengths, jb.my_test_lengths)
-    base = score_matrix(mine, full[np.ix_(my_rows, list(range(t)) + [t + j for j in my_cols])],
-                        options, program[my_rows])
+    mine_cells = np.ix_(my_rows, list(range(t)) + [t + j for j in my_cols])
+    base = score_matrix(mine, full[mine_cells], options, program=program[my_rows],
+                        lost=lost[mine_cells])
     code_ok = [p.ok for p in mine.programs]
     test_ok = [x.ok for x in mine.tests]
     if ar.code is None:
@@ -155,6 +159,14 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
         test_rewards: list = [None] * len(my_cols)
     else:
         test_rewards = [float(r) if ok else LOWEST[TEST] for r, ok in zip(ar.test, test_ok)]
+    # a cell the harness lost among the generated tests (or the probes) may change any vote,
+    # hence the label and every reward it gives: this agent's rows of the problem are masked
+    # (lost gold cells reach the logged gold metrics only)
+    masked = bool(lost[:, t:].any()) or probe_lost > 0
+    if masked:
+        code_rewards, test_rewards = [None] * len(my_rows), [None] * len(my_cols)
+    base.code_masked, base.test_masked = [masked] * len(my_rows), [masked] * len(my_cols)
+    base.sandbox_errors = int(lost.sum()) + probe_lost
     base.code_rewards = shape_rewards(code_rewards, jb.my_code_lengths, options)
     base.test_rewards = shape_rewards(test_rewards, jb.my_test_lengths, options)
 
@@ -163,7 +175,7 @@ def score_joint(jb: JointBatch, result: dict | None, probe_result: dict | None,
     base.labelled = ar.label is not None
     base.vote_agreement = None if ar.label is None else ar.label.agreement
     shares = [0.0 if x is None else x.agreement for x in estimate[:jb.n_agents]]
-    base.pass_estimate = float(np.mean(shares)) if shares else None
+    base.pass_estimate = float(np.mean(shares)) if shares and not masked else None
     gold_ok = correct_from_gold(full[:, :t]) if t else None
     if gold_ok is not None and ar.pseudo_correct is not None:
         hits = ar.pseudo_correct == gold_ok[my_rows]

@@ -310,7 +310,8 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
         agent_index=config.agent_names.index(config.agent_name) if config.agent_names else 0,
         n_agents=max(1, len(config.agent_names)), frozen=frozen,
         lockstep=Lockstep(Curriculum(config.curriculum_window, enabled=config.curriculum)),
-        control=config.reward_control, seed=config.seed, train_roles=config.train_roles)
+        control=config.reward_control, seed=config.seed, train_roles=config.train_roles,
+        max_rows_masked=config.max_rows_masked)
     peft = get_peft_config(model_args) if model_args is not None else None
     trainer = CoevoTrainer(model=model, args=config, train_dataset=train_ds, eval_dataset=eval_ds,
                            peft_config=peft, coevo_step=step, n_train=len(tasks),

@@ -18,6 +18,11 @@ Per problem (CURE, arXiv:2506.03136, Sec. 3; the core's ``rewards`` module):
   (code 0, test -1); a problem with no gold test gives its code rows no reward (None); a problem
   whose gold tests no solution passes gives its test rows no reward (None): the trainer drops those
   rows from the loss, as CURE drops them from its batch;
+- cells the harness lost (``sandbox_error`` after the executor's re-run on a fresh judge: a
+  judge, container or node lost twice) are no verdict: the rows whose reward one of them could
+  have changed get None, and every other row exactly what it would get had nothing been lost
+  (:func:`lost_rows`); the metrics leave those cells out, and count them
+  (``ProblemScore.sandbox_errors``, ``code_masked``, ``test_masked``);
 - optional CURE length shaping (long chain-of-thought): the raw rewards of each (problem, role)
   group are group-normalised with CURE's ``normalize_reward`` (all-ones groups kept) and
   ``cure_length_shaping`` is applied; the values returned are then CURE's advantages, which TRL
@@ -31,7 +36,7 @@ is here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -41,7 +46,7 @@ from ..argv import option
 from ..metrics import TestCounts, best_of_n_accuracy, test_counts
 from ..rewards import (correct_from_gold, cure_code_rewards, cure_length_shaping,
                        cure_test_rewards, group_normalize)
-from ..matrix import JobRefused, ProblemBatch, full_matrix, program_rows
+from ..matrix import JobRefused, ProblemBatch, full_matrix, lost_matrix, program_rows
 from ..matrix import prepare as prepare_job
 from ..roles import CODE, TEST
 from ..tasks.model import Task
@@ -104,6 +109,15 @@ class ProblemScore:
     cross_bon: np.ndarray | None = None       # agents x agents best-of-N (solutions x tests)
     family: str | None = None                 # the problem's task family (world), if it has one
     refused: str | None = None                # the executor refused its job: why (no reward)
+    # cells the harness lost (sandbox_error after the executor's re-run) and what they mask
+    sandbox_errors: int = 0                   # such cells in this problem's jobs
+    lost: np.ndarray | None = None            # gold runs: those cells, as the full matrix
+    code_masked: list = field(default_factory=list)  # bool per code completion: reward withheld
+    test_masked: list = field(default_factory=list)  # bool per test completion: reward withheld
+
+    @property
+    def rows_masked(self) -> int:
+        return int(sum(self.code_masked) + sum(self.test_masked))
 
 
 def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
@@ -114,9 +128,19 @@ def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
 
 
 def shape_rewards(values: list, lengths: list[int], options: RewardOptions) -> list:
-    """CURE length shaping of one group's raw rewards (None stays None)."""
-    if not options.length_shaping or any(v is None for v in values):
+    """CURE length shaping of one group's raw rewards; None stays None, and the others are
+    shaped as a group of their own (a row masked for a lost cell is out of its group)."""
+    if not options.length_shaping:
         return values
+    keep = [i for i, v in enumerate(values) if v is not None]
+    if not keep:
+        return values
+    if len(keep) < len(values):
+        part = shape_rewards([values[i] for i in keep], [lengths[i] for i in keep], options)
+        out = list(values)
+        for i, v in zip(keep, part):
+            out[i] = v
+        return out
     normalized = group_normalize(values, keep_all_ones=True)
     if normalized is None:
         return [0.0] * len(values)
@@ -126,6 +150,32 @@ def shape_rewards(values: list, lengths: list[int], options: RewardOptions) -> l
     return [float(x) for x in shaped]
 
 
+def lost_rows(gold: np.ndarray, lost: np.ndarray,
+              all_passed: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which rows' rewards (CURE, gold tests) a lost cell could have changed: ``gold`` is the
+    n x t gold part of the full matrix (lost cells False), ``lost`` the n x (t + m) cells the
+    harness lost. Returns (code rows masked, test rows masked, solutions undecided):
+
+    - a solution with a lost gold cell: its code reward (the share passed) is unknown, unless
+      ``all_passed`` and a gold test it ran fails it (0 either way);
+    - it is *undecided* when no gold test it ran fails it: it may be correct or wrong, and every
+      test's reward depends on which (Eq. 4: accuracy against the correct ones, catches among the
+      wrong ones), so every test row is masked;
+    - a test with a lost cell in its column: its reward is unknown.
+
+    Every other row's reward is exactly what it would be had nothing been lost."""
+    t = gold.shape[1]
+    lost_gold, lost_gen = lost[:, :t], lost[:, t:]
+    touched = lost_gold.any(axis=1)
+    failed = (~gold & ~lost_gold).any(axis=1)
+    undecided = touched & ~failed
+    code_masked = touched & ~failed if all_passed else touched
+    test_masked = lost_gen.any(axis=0)
+    if undecided.any():
+        test_masked = np.ones_like(test_masked)
+    return code_masked, test_masked, undecided
+
+
 def score(batch: ProblemBatch, result: dict | None, options: RewardOptions) -> ProblemScore:
     """Rewards and metric counts of one problem from its executor result; a job the executor
     refused gives the problem's rows no reward (:func:`refused_score`), and the step goes on."""
@@ -133,7 +183,8 @@ def score(batch: ProblemBatch, result: dict | None, options: RewardOptions) -> P
         full = full_matrix(batch, result)
     except JobRefused as e:
         return refused_score(batch, str(e))
-    return score_matrix(batch, full, options, program_rows(batch, result))
+    return score_matrix(batch, full, options, program=program_rows(batch, result),
+                        lost=lost_matrix(batch, result))
 
 
 def refused_score(batch: ProblemBatch, why: str, code_lengths=None,
@@ -153,14 +204,26 @@ def refused_score(batch: ProblemBatch, why: str, code_lengths=None,
 
 
 def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
-                 program: np.ndarray | None = None) -> ProblemScore:
-    """:func:`score` from the problem's full n x (gold + generated) matrix; ``program``: which
-    solutions are programs (``matrix.program_rows``; None: those that parsed)."""
+                 program: np.ndarray | None = None,
+                 lost: np.ndarray | None = None) -> ProblemScore:
+    """:func:`score` from the problem's full n x (gold + generated) matrix. ``program``: which
+    solutions are programs (``matrix.program_rows``; None: those that parsed); ``lost``: the
+    cells of the matrix the harness lost (``matrix.lost_matrix``, same shape; None: none), whose
+    rows get no reward (:func:`lost_rows`) and which the metrics leave out.
+
+    The two masks compose: a row that is not a program was decided without running (nothing
+    parsed, or every cell ``syntax_error``), so it has no lost cell, and stays out of the wrong
+    solutions; a row a lost cell masks stays masked whatever ``program`` says. A test's credit
+    (and the metrics' counts) counts the wrong programs among the solutions whose verdict is
+    known: an undecided solution masks every test row, and a test with a lost cell is masked."""
     t = batch.n_gold
     gold, generated = full[:, :t], full[:, t:]
     code_ok = np.array([p.ok for p in batch.programs], dtype=bool)
     test_ok = np.array([x.ok for x in batch.tests], dtype=bool)
     program = code_ok if program is None else np.asarray(program, dtype=bool) & code_ok
+    if lost is None:
+        lost = np.zeros(full.shape, dtype=bool)
+    code_masked, test_masked, undecided = lost_rows(gold, lost, options.code_all_passed)
     wrong_mask = program if options.wrong_programs_only else None
 
     if t == 0:
@@ -169,29 +232,36 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
         n_correct = None
     else:
         raw = cure_code_rewards(gold, all_passed=options.code_all_passed)
-        code_rewards = [float(r) if ok else LOWEST[CODE] for r, ok in zip(raw, code_ok)]
+        code_rewards = [None if masked else float(r) if ok else LOWEST[CODE]
+                        for r, ok, masked in zip(raw, code_ok, code_masked)]
         correct = correct_from_gold(gold)
-        n_correct = int(correct.sum())
+        n_correct = int(correct[~undecided].sum())
 
     tr = cure_test_rewards(generated, correct, post_stage=options.post_stage,
                            program=wrong_mask) if len(test_ok) else np.zeros(0)
     if tr is None:
         test_rewards: list = [None] * len(batch.tests)
     else:
-        test_rewards = [float(r) if ok else LOWEST[TEST] for r, ok in zip(tr, test_ok)]
+        test_rewards = [None if masked else float(r) if ok else LOWEST[TEST]
+                        for r, ok, masked in zip(tr, test_ok, test_masked)]
 
     code_rewards = shape_rewards(code_rewards, batch.code_lengths, options)
     test_rewards = shape_rewards(test_rewards, batch.test_lengths, options)
-    bon = (best_of_n_accuracy(correct, generated, options.bon_n, options.bon_m)
-           if n_correct is not None and len(batch.programs) else float("nan"))
+    # the metrics see what is known: undecided solutions and tests with a lost cell left out
+    known = ~undecided
+    judged = generated[np.ix_(known, ~lost[:, t:].any(axis=0))]
+    bon = (best_of_n_accuracy(correct[known], judged, options.bon_n, options.bon_m)
+           if n_correct is not None and known.any() else float("nan"))
     cells = 0 if batch.job is None else len(batch.job["programs"]) * len(batch.job["tests"])
     return ProblemScore(
         task_id=batch.task.id, code_rewards=code_rewards, test_rewards=test_rewards,
-        n_solutions=len(batch.programs), n_correct=n_correct,
-        counts=test_counts(generated, correct, wrong_mask), bon=bon,
+        n_solutions=int(known.sum()), n_correct=n_correct,
+        counts=test_counts(judged, correct[known],
+                           None if wrong_mask is None else wrong_mask[known]), bon=bon,
         code_parse_failures=int((~code_ok).sum()), test_parse_failures=int((~test_ok).sum()),
         code_lengths=batch.code_lengths, test_lengths=batch.test_lengths, cells=cells,
-        family=_family(batch.task))
+        family=_family(batch.task), sandbox_errors=int(lost.sum()), lost=lost,
+        code_masked=[bool(x) for x in code_masked], test_masked=[bool(x) for x in test_masked])
 
 
 def _family(task: Task) -> str | None:

@@ -7,9 +7,13 @@ and of Co-RL and the self-rewarding baselines (label-free), in :meth:`CoevoStep.
 3. run every job on the executor;
 4. label and reward each problem (``scoring.score``: gold tests, CURE's code reward and Eq. 4;
    ``joint.score_joint``: the labeller's vote, :mod:`coevo_code.labels`);
-5. place the rewards back on the rows; a row without signal gets None (the trainer masks it); a
-   control run (``reward_control``) then shuffles or negates what the trainer trains on;
-6. the step's metrics, pooled over every problem of the batch (``step_metrics.batch_metrics``).
+5. place the rewards back on the rows; a row without signal gets None (the trainer masks it),
+   and so does a row whose reward a cell the harness lost could have changed (``sandbox_error``
+   after the executor's re-run: ``scoring.lost_rows``); a control run (``reward_control``) then
+   shuffles or negates what the trainer trains on;
+6. the step's metrics, pooled over every problem of the batch (``step_metrics.batch_metrics``);
+   past ``max_rows_masked`` of the batch's rows masked for lost cells, the run stops
+   (:class:`SandboxFailure`).
 
 :meth:`CoevoStep.run` does 1-5 on each process's rows or on the gathered batch
 (:mod:`.sharding`), then 6. The formulas live in :mod:`coevo_code.rewards` and
@@ -40,6 +44,14 @@ from .step_metrics import batch_metrics
 from .sharding import Sharding
 
 log = logging.getLogger(__name__)
+
+MAX_ROWS_MASKED = 0.1  # the default share of a step's rows masked for lost cells that stops a run
+
+
+class SandboxFailure(RuntimeError):
+    """More of a step's rows were masked for cells the harness lost than ``max_rows_masked``
+    allows: the sandbox, not the policy, is failing. The message (one line) names the step and
+    the cause; the run's checkpoints are intact, and ``coevo train --resume`` continues."""
 
 
 class Row(NamedTuple):
@@ -145,7 +157,8 @@ class CoevoStep:
     executor (opened on first use), and, for label-free training, the exchange with the other
     agents, the frozen labeller's completions and the :class:`Lockstep` state.
 
-    ``calls`` keeps the last ``KEEP_CALLS`` calls' (split, rows, rewards) for inspection."""
+    ``calls`` keeps the last ``KEEP_CALLS`` calls' (split, rows, rewards) for inspection, and
+    ``scored`` their problems' :class:`ProblemScore` records (split, scores)."""
 
     KEEP_CALLS = 4
 
@@ -154,7 +167,7 @@ class CoevoStep:
                  sharding: Sharding | None = None, exchange=None, agent_index: int = 0,
                  n_agents: int = 1, frozen: dict | None = None,
                  lockstep: Lockstep | None = None, control: str = "none", seed: int = 0,
-                 train_roles: str = "both"):
+                 train_roles: str = "both", max_rows_masked: float = MAX_ROWS_MASKED):
         self.tasks = {split: list(ts) for split, ts in tasks.items()}
         self.options = options
         self.executor_options = dict(executor_options or {})
@@ -166,9 +179,11 @@ class CoevoStep:
         self.lockstep = lockstep or Lockstep()
         self.control = control  # "shuffle" / "flip": the control runs of benchmarks/learning.py
         self.train_roles = train_roles  # "both", or "code" / "test": one role trained
+        self.max_rows_masked = max_rows_masked  # share of a step's rows; past it, SandboxFailure
         self._control_rng = np.random.default_rng(seed)
         self.last: StepOutput | None = None
         self.calls: deque = deque(maxlen=self.KEEP_CALLS)
+        self.scored: deque = deque(maxlen=self.KEEP_CALLS)
         self._executor = None
         self._calls_at_step: dict = {}
         self._refused: set = set()  # problems whose refused job was reported already
@@ -200,7 +215,27 @@ class CoevoStep:
         self.last = out
         self.calls.append((split, [(x.task_index, x.role, x.text) for x in items],
                            list(rewards)))
+        self.scored.append((split, scores))
+        if split == "train":
+            self._check_lost(scores, out.metrics, global_step)
         return out
+
+    def _check_lost(self, scores, metrics: dict, global_step: int) -> None:
+        """Say on the terminal when cells were lost, and stop the run (:class:`SandboxFailure`)
+        when more than ``max_rows_masked`` of the step's rows were masked for them."""
+        errors, masked = metrics.get("exec_sandbox_errors") or 0, metrics.get("rows_masked") or 0
+        if not errors:
+            return
+        rows = sum(len(s.code_rewards) + len(s.test_rewards) for s in scores)
+        step = global_step + 1
+        log.warning("step %d: %d cell(s) ended sandbox_error (the harness failed, not the "
+                    "program): %d of %d rows masked (no reward, out of their group's baseline)",
+                    step, errors, masked, rows)
+        if rows and masked / rows > self.max_rows_masked:
+            raise SandboxFailure(
+                f"step {step}: {masked} of {rows} rows ({masked / rows:.0%}) masked because "
+                f"{errors} sandbox cell(s) failed twice (a judge, container or node lost, then "
+                f"lost again on a fresh one), above --max_rows_masked {self.max_rows_masked:g}")
 
     def score_rows(self, items: Sequence[Row], split: str, global_step: int = 0) -> ScoredRows:
         """Steps 1-5 on a list of rows."""

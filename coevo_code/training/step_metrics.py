@@ -19,6 +19,7 @@ METRIC_KEYS = (
     "reward_code_mean", "reward_code_std", "reward_test_mean", "reward_test_std",
     "parse_fail_code", "parse_fail_test", "len_code_mean", "len_test_mean",
     "test_rows_no_signal", "problems", "problems_refused", "exec_cells", "exec_cells_per_s",
+    "exec_sandbox_errors", "rows_masked",
     "labelled", "vote_agreement", "agreement", "pseudo_label_acc", "pseudo_label_kappa", "kappa")
 # lists of lists and a dict, in metrics.jsonl only
 MATRIX_KEYS = ("joint_errors", "cross_bon", "pseudo_label_by_family")
@@ -40,6 +41,11 @@ def _num(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _masks(masked: list, rewards: list) -> list:
+    """A problem's per-row mask (all False where it was not recorded)."""
+    return masked if len(masked) == len(rewards) else [False] * len(rewards)
+
+
 def batch_metrics(scores: Sequence[ProblemScore], exec_seconds: float = 0.0) -> dict:
     """Step metrics pooled over the problems of a batch (every key of :data:`METRIC_KEYS`,
     a finite float or None where undefined):
@@ -47,7 +53,11 @@ def batch_metrics(scores: Sequence[ProblemScore], exec_seconds: float = 0.0) -> 
     code_acc: share of all solutions passing every gold test; ut_acc, p01, p00, mu: pooled over
     problems with a correct solution (CURE Sec. 3.1, Theorem 3.1); bon_acc: best-of-N(n, m) with
     the generated tests (CURE's (4, 4) by default), mean over problems with gold tests;
-    problems_refused: problems whose job the executor refused (their rows have no reward).
+    problems_refused: problems whose job the executor refused (their rows have no reward);
+    exec_sandbox_errors: cells whose verdict the harness lost (``sandbox_error`` after the
+    executor's re-run); rows_masked: rows whose reward such a cell could have changed, withheld
+    (``scoring.lost_rows``; label-free: every row of the problem), and left out of
+    ``test_rows_no_signal``.
     """
     counts = TestCounts()
     for s in scores:
@@ -74,10 +84,14 @@ def batch_metrics(scores: Sequence[ProblemScore], exec_seconds: float = 0.0) -> 
         "parse_fail_test": sum(s.test_parse_failures for s in scores) / n_test if n_test else None,
         "len_code_mean": float(np.mean(code_len)) if code_len else None,
         "len_test_mean": float(np.mean(test_len)) if test_len else None,
-        "test_rows_no_signal": (sum(r is None for r in tests) / n_test) if n_test else None,
+        "test_rows_no_signal": (sum(r is None and not m for s in scores for r, m in
+                                    zip(s.test_rewards, _masks(s.test_masked, s.test_rewards)))
+                                / n_test) if n_test else None,
         "problems": len(scores), "problems_refused": sum(s.refused is not None for s in scores),
         "exec_cells": cells,
         "exec_cells_per_s": cells / exec_seconds if cells and exec_seconds > 0 else None,
+        "exec_sandbox_errors": sum(s.sandbox_errors for s in scores),
+        "rows_masked": sum(s.rows_masked for s in scores),
     }
     out.update(_label_metrics(scores))
     metrics = {k: _num(out[k]) for k in METRIC_KEYS}

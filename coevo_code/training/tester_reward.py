@@ -9,7 +9,9 @@ tester's tests as the gold ones, :func:`coevo_code.rewards.pseudo_gold_code_rewa
 test counts as accurate (an all-True ``accurate`` mask): no vote filters the tester's tests,
 unlike a co-evolving partner's (:mod:`coevo_code.labels`). A solution that parses to nothing gets
 0; a problem for which the tester wrote no parseable test gives no reward (None: TRL gives the row
-zero advantage). The executor is the one given, or the one
+zero advantage), and so does a solution with a cell the sandbox lost (``sandbox_error`` after the
+executor's re-run on a fresh judge: its share is unknown, not low). The executor is the one
+given, or the one
 :func:`~coevo_code.execution.make_executor` builds from ``executor_options`` (``{"backend":
 "ray", "address": ...}`` runs the solutions on a Ray cluster).
 
@@ -26,6 +28,7 @@ import numpy as np
 
 from ..rewards import pseudo_gold_code_rewards
 from ..roles import TEST, completion_text, parse_program, parse_test, tester_messages
+from ..sandbox.protocol import HARNESS
 from ..tasks.model import Task
 
 
@@ -123,6 +126,7 @@ class TesterReward:
             passed = res.get("passed") or []  # none: the job failed, its rows keep 0
             if passed and passed[0]:
                 every = np.ones(len(passed[0]), dtype=bool)  # all the tester's tests count
-                for i, r in zip(rows, pseudo_gold_code_rewards(passed, every)):
-                    rewards[i] = float(r)
+                lost = [any(o in HARNESS for o in row) for row in res.get("outcomes") or []]
+                for k, (i, r) in enumerate(zip(rows, pseudo_gold_code_rewards(passed, every))):
+                    rewards[i] = None if k < len(lost) and lost[k] else float(r)
         return rewards

@@ -256,8 +256,11 @@ class CoevoTrainer(GRPOTrainer):
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's rewards of every function (all processes' rows); which of this process's rows
-        coevo's reward (the first column) left without signal (NaN)."""
+        coevo's reward (the first column) left without signal (NaN). Such a row is NaN for every
+        function, so TRL leaves it out of its group's mean and std (its baseline) whatever the
+        other functions say."""
         per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        per_func[torch.isnan(per_func[:, 0])] = torch.nan
         mine = slice(self.accelerator.process_index * len(prompts),
                      (self.accelerator.process_index + 1) * len(prompts))
         self._no_signal = torch.isnan(per_func[mine, 0])
