@@ -40,9 +40,8 @@ override them):
   weights many steps old), not one step skipped at a small learning rate. Not yet measured on a
   GPU, where both sides are bf16 and run different kernels.
 
-The engine is built in the policy's dtype (:func:`~coevo_code.training.trainer`'s
-``_engine_in_policy_dtype``): TRL gives vLLM none, and vLLM's ``auto`` runs a float32 checkpoint in
-bfloat16 on CPU.
+The engine is built in the policy's dtype (``_engine_in_policy_dtype`` in :mod:`.trainer`): TRL
+gives vLLM none, and vLLM's ``auto`` runs a float32 checkpoint in bfloat16 on CPU.
 """
 
 from __future__ import annotations
@@ -63,11 +62,6 @@ SYNC_KEYS = ("vllm_sync_agree", "vllm_sync_logprob_diff", "vllm_sync_logprob_dif
 
 class WeightSyncError(RuntimeError):
     """vLLM does not sample from the policy's weights; the message names the step."""
-
-
-def vllm_model(llm):
-    """The ``nn.Module`` inside a colocated vLLM engine (TRL's ``external_launcher``)."""
-    return llm.llm_engine.model_executor.driver_worker.model_runner.model
 
 
 def needs_reload(model: torch.nn.Module) -> bool:
@@ -102,8 +96,8 @@ def push_weights(generation) -> str:
     """Sync the policy's weights into ``generation``'s colocated engine (a TRL
     ``VLLMGeneration``), by vLLM's reload path where it repacks weights and TRL's in-place load
     elsewhere. Returns which path ran (``reload`` or ``load``)."""
-    llm = generation.llm
-    runner = llm.llm_engine.model_executor.driver_worker.model_runner
+    # the engine's model runner, in this process (TRL's external_launcher)
+    runner = generation.llm.llm_engine.model_executor.driver_worker.model_runner
     if not needs_reload(runner.model):
         for name, param in generation._iter_named_params():
             runner.model.load_weights([(name, param)])
