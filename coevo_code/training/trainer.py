@@ -14,6 +14,11 @@ TRL's private methods it overrides, each because no public hook gives the same r
 - ``_save_checkpoint``: the step's metrics line is on disk, and the curriculum and early-stopping
   state are in the checkpoint, before the checkpoint can count as complete (a callback's
   ``on_save`` runs only after it is written).
+
+With ``use_vllm``, two more of TRL's internals are replaced (:mod:`.vllm_sync`): the colocated
+engine's ``sync_weights`` (vLLM's reload path where vLLM repacks weights, then the weight-sync
+check), and, while TRL builds that engine, the ``LLM`` its module calls (to pass the policy's
+dtype, which TRL leaves out).
 """
 
 from __future__ import annotations
