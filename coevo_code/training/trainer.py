@@ -125,6 +125,13 @@ class _Progress(ProgressCallback):
                 self.training_bar.set_postfix(post, refresh=False)
 
 
+def _free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @contextmanager
 def _engine_in_policy_dtype(trainer, enabled: bool):
     """While TRL builds its colocated vLLM engine, build it in the policy's dtype. TRL 1.16 gives
@@ -179,11 +186,12 @@ class CoevoTrainer(GRPOTrainer):
         args_ = kwargs.get("args")
         if (getattr(args_, "use_vllm", False) and args_.vllm_mode == "colocate"
                 and int(os.environ.get("WORLD_SIZE", "1")) <= 1
-                and not torch.distributed.is_initialized()):
-            # a lone process's engine opens a process group of one on MASTER_PORT, which
-            # accelerate sets to 29500 on CPU: the agents of a pair would collide there; "0"
-            # has TRL pick a free port
-            os.environ["MASTER_PORT"] = "0"
+                and not torch.distributed.is_initialized() and not os.environ.get("MASTER_PORT")):
+            # a lone process's engine opens a process group of one on MASTER_PORT; unset, TRL
+            # takes the first of 29500, 23456, ... that looks free, and two runs started
+            # together (a pair's agents, side-by-side tests) both take it: one port the system
+            # chose instead (the pair launcher sets one per agent itself)
+            os.environ["MASTER_PORT"] = str(_free_port())
         if getattr(args_, "use_vllm", False) and not torch.cuda.is_available():
             if args_.vllm_mode == "server":
                 raise ValueError("--vllm_mode server needs a CUDA device: TRL syncs the "
