@@ -290,8 +290,14 @@ def test_malformed_record_names_the_record(tmp_path, name, row, field):
 def test_bad_file_and_offline_hub_id(tmp_path):
     bad = tmp_path / "broken.jsonl"
     bad.write_text('{"task_id": 1}\n{oops\n')
-    with pytest.raises(LoaderError, match="line 2"):
+    # strict: the first bad row is the error, one line naming it (the record without its tests)
+    with pytest.raises(LoaderError, match="record 0 .*missing field"):
         load_tasks("mbpp", bad, strict=True)
+    # a line that is not JSON names its line
+    bad_json = tmp_path / "not-json.jsonl"
+    bad_json.write_text('{oops\n')
+    with pytest.raises(LoaderError, match="line 1"):
+        load_tasks("mbpp", bad_json, strict=True)
     with pytest.raises(LoaderError, match="local file"):
         load_tasks("codecontests", "deepmind/code_contests")  # no network here
     with pytest.raises(LoaderError, match="no such file"):
