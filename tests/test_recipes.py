@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ if importlib.util.find_spec("vllm") is None:
 pytest.importorskip("trl")
 
 from coevo_code.training import smoke
+from coevo_code.training.pair import free_port
 from conftest import SHARED_DATA
 
 pytestmark = pytest.mark.slow  # a vLLM engine per process: about a minute a recipe on 2 cores
@@ -44,12 +44,6 @@ KEPT = ("use_vllm", "vllm_mode", "loss_type", "beta", "temperature", "length_sha
         "gradient_checkpointing", "learning_rate", "max_gold_tests", "p_give_example")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(recipe: str, out: Path, processes: int, *extra: str) -> subprocess.Popen:
     args = ["-m", "coevo_code.cli", "train", "--config", str(CONFIGS / f"{recipe}.yaml"),
             "--smoke", "--output_dir", str(out), *extra]
@@ -58,13 +52,13 @@ def _start(recipe: str, out: Path, processes: int, *extra: str) -> subprocess.Po
         # (`accelerate launch --cpu --num_processes N` would start one process)
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
                "--num_processes", str(processes), "--num_machines", "1", "--mixed_precision",
-               "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()), *args]
+               "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()), *args]
         env = ENV
     else:
         cmd = [sys.executable, *args]
         # the rendezvous of the colocated engine: TRL prefers 29500 when it looks free, and two
         # runs started together would both take it
-        env = {**ENV, "MASTER_PORT": str(_free_port())}
+        env = {**ENV, "MASTER_PORT": str(free_port())}
     out.parent.mkdir(parents=True, exist_ok=True)
     log = open(out.parent / f"{out.name}.log", "w+")
     p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +31,7 @@ from coevo_code.generation.engines import Sampling, TransformersEngine, VLLMEngi
 from coevo_code.roles import coder_messages
 from coevo_code.roles import tester_messages as _tester_messages  # not a test
 from coevo_code.tasks import load_tasks
+from coevo_code.training.pair import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 FP32_MAX_DIFF = 1e-4  # the check's float32 threshold (training/vllm_sync.py)
@@ -175,12 +175,6 @@ def test_a_pair_with_an_engine_per_agent(tmp_path):
         assert all(x["vllm_sync_agree"] == 1.0 for x in lines), (agent, lines)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_vllm_server_generates_for_trls_client_on_cpu(tmp_path):
     """``vllm_mode: server``'s generation path on CPU: vLLM's server as ``trl vllm-serve``
     starts it (dev mode, the NCCL weight-transfer backend configured) answers TRL's
@@ -192,7 +186,7 @@ def test_the_vllm_server_generates_for_trls_client_on_cpu(tmp_path):
 
     from coevo_code.generation.tiny import save_tiny, tiny_tokenizer
     model = save_tiny(tmp_path / "tiny", seed=0, name="tiny")
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "serve.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),

@@ -213,7 +213,8 @@ def _die_with_parent():
         pass
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 the system chose as free (for a rendezvous)."""
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -228,7 +229,7 @@ def _command(a: Agent, resume: bool) -> list[str]:
     if a.launch.get("accelerate_config"):
         return [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
                 str(a.launch["accelerate_config"]), "--num_processes", str(n),
-                "--main_process_port", str(_free_port())] + target + args
+                "--main_process_port", str(free_port())] + target + args
     if n > 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc_per_node", str(n)] + target + args
@@ -295,7 +296,7 @@ def launch(pair: Pair, resume: bool = False, poll_s: float = 0.5) -> int:
             # (TRL's choice prefers 29500 when it looks free: agents started together both
             # took it, and the second failed with EADDRINUSE); torchrun and accelerate set
             # their own
-            extra["MASTER_PORT"] = str(_free_port())
+            extra["MASTER_PORT"] = str(free_port())
         env = _agent_env(a, extra)
         logs[a.name] = out / a.name / "agent.log"
         with open(logs[a.name], "a") as log:

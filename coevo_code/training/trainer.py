@@ -125,13 +125,6 @@ class _Progress(ProgressCallback):
                 self.training_bar.set_postfix(post, refresh=False)
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def _engine_in_policy_dtype(trainer, enabled: bool):
     """While TRL builds its colocated vLLM engine, build it in the policy's dtype. TRL 1.16 gives
@@ -191,7 +184,8 @@ class CoevoTrainer(GRPOTrainer):
             # takes the first of 29500, 23456, ... that looks free, and two runs started
             # together (a pair's agents, side-by-side tests) both take it: one port the system
             # chose instead (the pair launcher sets one per agent itself)
-            os.environ["MASTER_PORT"] = str(_free_port())
+            from .pair import free_port
+            os.environ["MASTER_PORT"] = str(free_port())
         if getattr(args_, "use_vllm", False) and not torch.cuda.is_available():
             if args_.vllm_mode == "server":
                 raise ValueError("--vllm_mode server needs a CUDA device: TRL syncs the "
