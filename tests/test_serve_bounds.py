@@ -93,19 +93,26 @@ def _metric(server, name: str) -> float:
     return 0.0
 
 
+def _occupy(url: str, jobs: list) -> tuple[threading.Thread, dict]:
+    """POST ``jobs`` to /execute from a thread (its answer lands in ``out["r"]``) and wait until
+    the server's queue holds it."""
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.update(
+        r=httpx.post(url + "/execute", json=jobs, timeout=60)))
+    t.start()
+    deadline = time.monotonic() + 20
+    while httpx.get(url + "/health").json()["queue_requests"] < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    return t, out
+
+
 def test_requests_beyond_the_queue_wait_their_turn(server):
     """--queue_requests 1: a second /execute request waits in line while the first runs and is
     answered after it, not refused."""
     slow = [{"programs": ["import time; time.sleep(0.6); print(1)"],
              "tests": [{"input": "", "output": "1"}]}]
-    out = {}
-    t = threading.Thread(target=lambda: out.update(
-        r=httpx.post(server.url + "/execute", json=slow, timeout=60)))
-    t.start()
-    deadline = time.monotonic() + 20
-    while httpx.get(server.url + "/health").json()["queue_requests"] < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    t, out = _occupy(server.url, slow)
     r = httpx.post(server.url + "/execute", json=[{"programs": ["print(2)"],
                                                    "tests": [{"input": "", "output": "2"}]}],
                    timeout=60)
@@ -119,14 +126,7 @@ def test_run_code_past_its_deadline_gets_504_which_verl_retries(server):
     1.5 s gets 504 with Retry-After (the status veRL's client retries), and never runs."""
     block = [{"programs": ["import time; time.sleep(2.5); print(1)"],
               "tests": [{"input": "", "output": "1"}], "wall_limit_s": 10}]
-    out = {}
-    t = threading.Thread(target=lambda: out.update(
-        r=httpx.post(server.url + "/execute", json=block, timeout=60)))
-    t.start()
-    deadline = time.monotonic() + 20
-    while httpx.get(server.url + "/health").json()["queue_requests"] < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    t, out = _occupy(server.url, block)
     cells = _metric(server, "coevo_serve_cells_total")
     t0 = time.monotonic()
     r = httpx.post(server.url + "/run_code", json={"code": "print('late')", "language": "python"},
