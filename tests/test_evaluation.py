@@ -202,6 +202,23 @@ def test_rank_jsonl_in_and_out(tmp_path):
     _one_line_error(coevo("rank", str(src), "--ranker", "best"), "--ranker")
 
 
+def test_rank_leaves_out_a_test_whose_cell_the_harness_lost():
+    """A lost cell (sandbox_error) is no verdict: the test it belongs to leaves the ranking, so a
+    crashed judge cannot make the ranker pick a solution the other tests rank lower."""
+    from coevo_code.evaluation.rank import prepare_records, rank_items
+
+    class Lost:  # the executor's answer shape: solution 0 lost its cell of test 0
+        def run(self, jobs):
+            return [{"passed": [[False, True], [True, False]],
+                     "outcomes": [["sandbox_error", "ok"], ["ok", "wrong_answer"]]}]
+
+    rec = {"id": "p", "kind": "stdio", "solutions": ["a", "b"],
+           "tests": [{"input": "1", "output": "1"}, {"input": "2", "output": "2"}]}
+    [row] = rank_items(prepare_records([(1, rec)]), Lost(), "cure")
+    assert row["choice"] == 0 and row["passed"] == [1, 0]
+    assert row["tests"] == 1 and row["sandbox_errors"] == 1
+
+
 def test_rank_against_a_benchmark_with_completions(tmp_path):
     from coevo_code.tasks import load_tasks
     t = load_tasks("bundled")[0]

@@ -57,6 +57,32 @@ def test_problem_eval_judges_tests_by_the_reference_and_its_mutants():
     assert e2.accurate.tolist() == [True, True, False]
 
 
+def test_problem_eval_leaves_out_what_the_harness_lost():
+    """A lost cell (sandbox_error) is no verdict: the solution it leaves undecided, the generated
+    test it touches and the test whose reference cell it was are out of the figures, counted."""
+    task = generate("heldout", size=1)[0]
+    full = np.array([[1, 1, 1, 0, 1], [1, 0, 1, 1, 1], [1, 1, 0, 0, 0], [0, 0, 1, 1, 1],
+                     [1, 1, 1, 1, 1]], dtype=bool)
+    judged = np.array([[1, 1, 0], [0, 1, 0], [1, 1, 1]], dtype=bool)
+    lost = np.zeros_like(full)
+    lost[1, 1] = True   # solution 1's only failing gold cell was lost: undecided
+    lost[3, 0] = True   # solution 3 fails gold test 1 as well: still decided (wrong)
+    lost[2, 3] = True   # generated test 1 lost a cell
+    judged_lost = np.zeros_like(judged)
+    judged_lost[0, 0] = True  # test 0's reference cell lost: out of ut_acc
+    e = problem_eval(task, full, 2, 4, [True, True, False], judged, 2, lost, judged_lost)
+    assert e.correct.tolist() == [True, True, False]          # solution 1 left out
+    assert e.generated.shape == (3, 2)                          # and generated test 1
+    assert e.accurate.tolist() == [False, False] and e.sandbox_errors == 4
+    s = summarize([e])
+    assert s["code_acc"] == pytest.approx(2 / 3) and s["pass_at_4"] is None
+    assert s["sandbox_errors"] == 4 and s["ut_acc"] == 0.0
+    # the same matrices with nothing lost give what the test above asserts
+    assert problem_eval(task, full, 2, 4, [True, True, False], judged, 2,
+                        np.zeros_like(full), np.zeros_like(judged)).correct.tolist() == [
+        True, False, True, False]
+
+
 def test_summarize_edge_cases():
     task = generate("heldout", size=1)[0]
     none_right = problem_eval(task, np.zeros((4, 3), dtype=bool), 2, 4, [True], None, 0)

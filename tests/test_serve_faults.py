@@ -73,6 +73,25 @@ def test_a_judge_killed_mid_run_and_the_request_still_answered(server):
     assert len(after) == 2 and before[0] not in after  # replaced
 
 
+def test_cells_lost_twice_are_reported_apart_from_wrong_answers(server):
+    """A cell whose judge is killed on every try (tests/lost_cells.py's killer, on the server's
+    judges) is answered sandbox_error, never a wrong answer, and /metrics counts every such cell."""
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    from lost_cells import Killer
+    before = _metric(server.url, "coevo_serve_sandbox_error_cells")
+    job = {"id": "lost", "programs": ["print(int(input()) * 2)",
+                                      "import time\ntime.sleep(0.3)\nprint(int(input()) * 2)"],
+           "tests": [{"input": f"{x}\n", "output": f"{2 * x}\n"} for x in range(1, 4)]}
+    with Killer(root=server.pid) as k:
+        res = httpx.post(server.url + "/execute", json=[job], timeout=120).json()["results"][0]
+    assert k.kills > 0
+    assert res["outcomes"][0] == ["ok"] * 3 and res["passed"][0] == [True] * 3
+    lost = sum(o == "sandbox_error" for o in res["outcomes"][1])
+    assert lost > 0 and "wrong_answer" not in res["outcomes"][1]
+    assert _metric(server.url, "coevo_serve_sandbox_error_cells") - before == lost
+
+
 def test_a_client_that_goes_away_leaves_nothing_running(server):
     n = 24
     job = {"id": "slow", "programs": [f"import time\ntime.sleep(0.25)\nprint({i})"

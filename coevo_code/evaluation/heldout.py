@@ -19,6 +19,13 @@ tests. The figures (pure functions of those matrices, :func:`problem_eval` and :
 - ``bon_acc``: best-of-N with the generated tests (the first 4 solutions, the first 4 tests, CURE's
   ranker), mean over problems;
 - ``by_family``: the same figures per ``metadata["family"]`` (the task world's families).
+
+A cell whose judge, container or node was lost, and lost again on a fresh judge
+(``sandbox_error``), is no verdict on the model, as in :mod:`coevo_code.evaluation.harness`: a
+solution it leaves undecided (a lost gold cell, and no gold test it ran fails it) is left out of
+the solution figures, a generated test with a lost cell out of ``p01``/``p00``/``mu`` and
+best-of-N, a test whose reference or mutant cell was lost out of ``ut_acc``; ``sandbox_errors``
+counts the lost cells (pass@4 needs four decided samples).
 """
 
 from __future__ import annotations
@@ -32,15 +39,17 @@ from typing import Sequence
 
 import numpy as np
 
-from ..matrix import JobRefused, full_matrix, prepare
+from ..matrix import JobRefused, full_matrix, lost_matrix, prepare
 from ..metrics import TestCounts, best_of_n_accuracy, pass_at_k, test_counts
 from ..rewards import correct_from_gold
 from ..roles import coder_messages, tester_messages
+from ..sandbox.protocol import HARNESS
 from ..tasks.model import Task
 
 FIGURES = ("code_acc", "code_acc_greedy", "pass_at_4", "ut_acc", "bon_acc", "p01", "p00", "mu")
 EVAL_KEYS = (("step",) + FIGURES + ("parse_fail_code", "parse_fail_test", "problems",
-                                    "problems_refused", "cells", "time_s", "by_family"))
+                                    "problems_refused", "sandbox_errors", "cells", "time_s",
+                                    "by_family"))
 
 
 @dataclass
@@ -54,24 +63,35 @@ class ProblemEval:
     accurate: np.ndarray | None  # m generated tests: reference-judged (None: no reference)
     parse_fail_code: int
     parse_fail_test: int
+    sandbox_errors: int = 0      # cells the harness lost (left out of the figures above)
 
 
 def problem_eval(task: Task, full: np.ndarray, n_gold: int, k: int, test_ok: Sequence[bool],
-                 judged: np.ndarray | None, n_mutants: int) -> ProblemEval:
+                 judged: np.ndarray | None, n_mutants: int, lost: np.ndarray | None = None,
+                 judged_lost: np.ndarray | None = None) -> ProblemEval:
     """From the n x (t + m) matrix of the k sampled solutions (then the greedy one, if any) and
     the (1 + mutants) x m matrix of the reference and its mutants on the generated tests
-    (``judged``; None: no reference)."""
+    (``judged``; None: no reference). ``lost`` and ``judged_lost``, shaped as those two: the
+    cells the harness lost, whose solutions and tests are left out (the module's rule)."""
+    lost = np.zeros(full.shape, dtype=bool) if lost is None else lost
     gold = full[:, :n_gold]
     correct = correct_from_gold(gold) if n_gold else np.zeros(full.shape[0], dtype=bool)
-    greedy = bool(correct[k]) if full.shape[0] > k else None
+    lost_gold = lost[:, :n_gold]
+    undecided = lost_gold.any(axis=1) & ~(~gold & ~lost_gold).any(axis=1)
+    test_lost = lost[:k, n_gold:].any(axis=0)
+    greedy = bool(correct[k]) if full.shape[0] > k and not undecided[k] else None
     accurate = None
     if judged is not None:
         ok = np.asarray(test_ok, dtype=bool)
         ref = judged[0] if judged.shape[0] else np.zeros(judged.shape[1], dtype=bool)
         caught = (~judged[1:1 + n_mutants]).any(axis=0) if n_mutants else np.ones_like(ref)
         accurate = ok & ref & caught
-    return ProblemEval(str(task.metadata.get("family", "all")), correct[:k], greedy,
-                       full[:k, n_gold:], accurate, 0, 0)
+        if judged_lost is not None:
+            accurate = accurate[~judged_lost.any(axis=0)]
+    decided = ~undecided[:k]
+    errors = int(lost.sum()) + (int(judged_lost.sum()) if judged_lost is not None else 0)
+    return ProblemEval(str(task.metadata.get("family", "all")), correct[:k][decided], greedy,
+                       full[:k, n_gold:][np.ix_(decided, ~test_lost)], accurate, 0, 0, errors)
 
 
 def _mean(xs) -> float | None:
@@ -114,6 +134,7 @@ def summarize(evals: list[ProblemEval], bon_n: int = 4, bon_m: int = 4) -> dict:
     out["parse_fail_code"] = sum(e.parse_fail_code for e in evals) / n_code if n_code else None
     out["parse_fail_test"] = sum(e.parse_fail_test for e in evals) / n_test if n_test else None
     out["problems"] = len(evals)
+    out["sandbox_errors"] = sum(e.sandbox_errors for e in evals)
     return out
 
 
@@ -168,7 +189,8 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
     for t, b, r in zip(tasks, batches, refs):
         res = next(side) if r is not None else None
         try:  # a job the executor refused leaves its problem out, counted (problems_refused)
-            full = full_matrix(b, next(main) if b.job is not None else None)
+            got = next(main) if b.job is not None else None
+            full = full_matrix(b, got)
             if res is not None and "passed" not in res:
                 raise JobRefused(f"{t.id}'s reference", res.get("error", "no result"))
         except JobRefused as e:
@@ -176,13 +198,17 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
             continue
         ok = [p.ok for p in b.tests]
         n_mut = len(t.metadata.get("mutants", []))
-        judged = None
+        judged = judged_lost = None
         if t.references:
             judged = np.zeros((1 + n_mut, len(ok)), dtype=bool)
+            judged_lost = np.zeros_like(judged)
             if res is not None:
                 cols = [j for j, y in enumerate(ok) if y]
                 judged[:, cols] = np.asarray(res["passed"], dtype=bool)
-        e = problem_eval(t, full, b.n_gold, k, ok, judged, n_mut)
+                if res.get("outcomes") is not None:
+                    judged_lost[:, cols] = [[o in HARNESS for o in row] for row in res["outcomes"]]
+        e = problem_eval(t, full, b.n_gold, k, ok, judged, n_mut, lost_matrix(b, got),
+                         judged_lost)
         e.parse_fail_code = sum(not p.ok for p in b.programs[:k])
         e.parse_fail_test = sum(not p.ok for p in b.tests)
         evals.append(e)

@@ -10,7 +10,10 @@ Input, one JSON object a line:
 
 Output, one line per input line, same order: ``{"id", "ranker", "choice", "solution",
 "passed": [tests passed per solution]}``, or ``{"id", "error"}`` for a line that cannot be ranked
-(the others still are). Rankers: ``cure`` (most tests passed), ``codet`` / ``codet_sqrt`` (CodeT
+(the others still are). A test with a cell whose judge, container or node was lost, and lost
+again on a fresh judge (``sandbox_error``), is left out of the ranking (its cells are no verdict
+on any solution): ``"tests"`` counts the tests ranked on, ``"sandbox_errors"`` the lost cells.
+Rankers: ``cure`` (most tests passed), ``codet`` / ``codet_sqrt`` (CodeT
 dual agreement), ``mbr`` (MBR-exec: outputs agreeing with the most other solutions; stdio),
 ``first``.
 """
@@ -24,7 +27,7 @@ import numpy as np
 
 from ..ranking import mbr_exec_select
 from ..roles import parse_program, parse_test, tester_messages
-from ..sandbox.protocol import ANSWERED
+from ..sandbox.protocol import ANSWERED, HARNESS
 from ..tasks.model import Task, TestCase
 from .harness import RANKERS
 
@@ -114,6 +117,11 @@ def rank_items(items: list[dict], executor, ranker: str) -> list[dict]:
             it["error"] = f"line {it['k']}: {res.get('error')}"
             continue
         passed = np.asarray(res["passed"], dtype=bool).reshape(len(it["programs"]), -1)
+        lost = np.asarray([[o in HARNESS for o in row] for row in res.get("outcomes") or []],
+                          dtype=bool).reshape(passed.shape) if res.get("outcomes") else None
+        errors = int(lost.sum()) if lost is not None else 0
+        if errors and ranker != "mbr":  # a lost cell is no verdict: rank on the other tests
+            passed = passed[:, ~lost.any(axis=0)]
         if ranker == "mbr":
             errored = np.asarray([[o not in ANSWERED for o in row]
                                   for row in res["outcomes"]], dtype=bool).reshape(passed.shape)
@@ -122,6 +130,8 @@ def rank_items(items: list[dict], executor, ranker: str) -> list[dict]:
             choice = RANKERS[ranker](passed) if passed.shape[1] else 0
         it["result"] = {"choice": int(choice), "passed": passed.sum(axis=1).astype(int).tolist(),
                         "tests": int(passed.shape[1])}
+        if errors:
+            it["result"]["sandbox_errors"] = errors
     out = []
     for it in items:
         if "error" in it:
@@ -130,7 +140,9 @@ def rank_items(items: list[dict], executor, ranker: str) -> list[dict]:
             r = it["result"]
             out.append({"id": it["id"], "ranker": ranker, "choice": r["choice"],
                         "solution": it["solutions"][r["choice"]], "passed": r["passed"],
-                        "tests": r["tests"]})
+                        "tests": r["tests"],
+                        **({"sandbox_errors": r["sandbox_errors"]} if "sandbox_errors" in r
+                           else {})})
     return out
 
 

@@ -177,6 +177,9 @@ class _Metrics:
               ).set_function(lambda: dispatcher.queued_requests)
         Gauge("coevo_serve_inflight_pieces", "pieces on the slots now", registry=r
               ).set_function(lambda: dispatcher.inflight_pieces)
+        Gauge("coevo_serve_sandbox_error_cells", "cells whose judge, container or node was lost "
+              "twice (sandbox_error): no verdict on the program, not a wrong answer", registry=r
+              ).set_function(lambda: dispatcher.sandbox_errors)
         Gauge("coevo_serve_cancelled_cells", "cells dropped because their client went away",
               registry=r).set_function(lambda: dispatcher.cancelled_cells)
         self.waiting = Gauge("coevo_serve_waiting_requests", "requests waiting for their turn "

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from ..execution import Job, JobError, parse_job
 from ..execution.core import same_programs
+from ..sandbox.protocol import HARNESS
 
 OK = "ok"
 
@@ -141,6 +142,7 @@ class Dispatcher:
         self._ring: collections.deque[_Request] = collections.deque()  # requests with pieces
         self._line: collections.deque[_Request] = collections.deque()  # waiting for room
         self.expired_requests = 0
+        self.sandbox_errors = 0   # cells the harness lost (after a re-run): no verdict, ever
         self.lined_requests = 0   # requests that waited in line for room, ever
         self.queued_cells = 0
         self.waiting_cells = 0  # cells of pieces not yet taken by a worker
@@ -365,6 +367,7 @@ class Dispatcher:
                     job, outcomes, outputs, copies = req.states[j]
                     got = res.get("outcomes") or [["sandbox_error"] * (b - a)]
                     outcomes[p][a:b] = got[0]
+                    self.sandbox_errors += sum(o in HARNESS for o in got[0])
                     if outputs is not None and res.get("outputs"):
                         outputs[p][a:b] = res["outputs"][0]
                     req.left -= 1
