@@ -40,6 +40,9 @@ class ProblemBatch:
     job: dict | None  # None: nothing to run (no parsed program, or no test at all)
     code_lengths: list[int] = field(default_factory=list)
     test_lengths: list[int] = field(default_factory=list)
+    # the problem's known wrong programs (mutants, published incorrect solutions) against the same
+    # gold and generated tests: a job of their own, rows of their own (:func:`known_matrix`)
+    known_job: dict | None = None
 
 
 def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
@@ -94,6 +97,47 @@ def lost_matrix(batch: ProblemBatch, result: dict | None) -> np.ndarray:
     if ran.shape == (len(rows), len(cols)):
         lost[np.ix_(rows, cols)] = ran
     return lost
+
+
+def known_wrong(task: Task, n: int) -> list[str]:
+    """Up to ``n`` programs known to be wrong for ``task``: the task world's mutants or the
+    incorrect solutions a dataset publishes (CodeContests' ``incorrect_solutions``), in order."""
+    if n <= 0:
+        return []
+    got = task.metadata.get("mutants") or task.metadata.get("incorrect") or []
+    return [str(p) for p in list(got)[:n] if isinstance(p, str) and p.strip()]
+
+
+def with_known_wrong(batch: ProblemBatch, programs: Sequence[str]) -> ProblemBatch:
+    """``batch`` with a job that runs ``programs`` against its gold tests and its parsed
+    generated tests (none where there is nothing to run)."""
+    if programs and batch.job is not None and any(x.ok for x in batch.tests):
+        batch.known_job = dict(batch.job, programs=list(programs), id=f"{batch.task.id}#known")
+    return batch
+
+
+def known_matrix(batch: ProblemBatch, result: dict | None) -> tuple[np.ndarray, np.ndarray]:
+    """The known wrong programs' k_w x (t + m) pass matrix (columns as :func:`full_matrix`'s,
+    unparsed tests False) and its lost cells; empty (0 rows) where there is no known job or the
+    executor refused it."""
+    t, m = batch.n_gold, len(batch.tests)
+    job = batch.known_job
+    if job is None or not result or "passed" not in result:
+        return np.zeros((0, t + m), dtype=bool), np.zeros((0, t + m), dtype=bool)
+    kw = len(job["programs"])
+    ran = np.asarray(result["passed"], dtype=bool)
+    cols = list(range(t)) + [t + j for j, x in enumerate(batch.tests) if x.ok]
+    if ran.shape != (kw, len(cols)):
+        raise RuntimeError(f"the executor's matrix for problem {batch.task.id}'s known wrong "
+                           f"programs has shape {ran.shape}, expected {(kw, len(cols))}")
+    passed = np.zeros((kw, t + m), dtype=bool)
+    lost = np.zeros((kw, t + m), dtype=bool)
+    passed[:, cols] = ran
+    outcomes = result.get("outcomes")
+    if outcomes is not None:
+        lost[:, cols] = np.array([[o in HARNESS for o in row] for row in outcomes],
+                                 dtype=bool).reshape(kw, len(cols))
+    return passed, lost
 
 
 def program_rows(batch: ProblemBatch, result: dict | None) -> np.ndarray:

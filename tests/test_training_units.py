@@ -147,6 +147,43 @@ def test_prose_pays_a_test_no_more_than_real_wrong_programs(executor):
     assert mixed == {"trivial": 0.0, "catching": 1.0, "wrong": -1.0}
 
 
+def test_known_wrong_programs_pay_a_test_for_catching_them_when_every_sample_is_right(executor):
+    """Four right solutions: under CURE's formula W is empty and every right test earns +1, the
+    trivial one (`return n` passes it) as much as the one that catches a mistake. The problem's
+    known wrong programs, once a gold test fails them, join W for the test rewards: the trivial
+    test earns for the one it catches, the catching test for both; a "mutant" the gold tests
+    do not fail is no known wrong program; the code rewards and metrics do not change."""
+    import dataclasses
+    fib = dataclasses.replace(FIB, metadata={"mutants": [
+        "def fib(n):\n    return n\n", "def fib(n):\n    return 0\n",
+        "def fib(n):\n    return [0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55][n]\n"]})
+
+    def rewards(options):
+        b = prepare(fib, [RIGHT_FIB] * 4, list(FIB_TESTS.values()), options)
+        jobs = [j for j in (b.job, b.known_job) if j is not None]
+        res = executor.run(jobs)
+        return b, score(b, res[0], options, res[1] if len(res) > 1 else None)
+
+    b0, cure = rewards(RewardOptions(known_wrong=0))
+    assert b0.known_job is None
+    assert dict(zip(FIB_TESTS, cure.test_rewards)) == {"trivial": 1.0, "catching": 1.0,
+                                                       "wrong": -1.0}
+    b, known = rewards(RewardOptions())
+    assert len(b.known_job["programs"]) == 3 and b.known_job["tests"] == b.job["tests"]
+    # W = {return n, return 0} (the table lookup passes every gold test: left out)
+    assert dict(zip(FIB_TESTS, known.test_rewards)) == {"trivial": 0.5, "catching": 1.0,
+                                                        "wrong": -0.5}
+    assert known.known == (2, 2) and known.cells == 4 * 7 + 3 * 7
+    assert known.code_rewards == cure.code_rewards and known.counts == cure.counts
+    # a lost cell of a known wrong program on a generated test masks that test's reward
+    res = executor.run([b.job, b.known_job])
+    res[1]["outcomes"][0][4] = "sandbox_error"  # return n on the trivial test
+    res[1]["passed"][0][4] = False
+    lost = score(b, res[0], RewardOptions(), res[1])
+    assert lost.test_rewards[0] is None and lost.test_rewards[1:] == known.test_rewards[1:]
+    assert lost.sandbox_errors == 1
+
+
 def test_what_is_not_a_program_is_decided_by_the_parser_and_the_compiler(executor):
     """Not programs: nothing parsed, or a text the judge could not compile (`syntax_error` in its
     whole row: `ast.parse` accepts a `return` outside a function, `compile` does not). A

@@ -13,7 +13,13 @@ Per problem (CURE, arXiv:2506.03136, Sec. 3; the core's ``rewards`` module):
 - the correct set C: solutions passing every gold test; test rewards: ``cure_test_rewards``
   (Eq. 4 / |W|, the per-test share of mu), with W the wrong *programs* (``wrong_programs_only``,
   on by default: a completion that is not a program, ``matrix.program_rows``, gives no credit
-  to the tests that fail it; the step's p01/p00/mu are counted the same way);
+  to the tests that fail it; the step's p01/p00/mu are counted the same way); with
+  ``known_wrong`` (on by default), up to that many of the problem's known wrong programs (the
+  task world's mutants, a dataset's published incorrect solutions) run against the same tests in
+  a job of their own and, once a gold test fails them, join W for the test rewards only (a
+  deviation from CURE's formula, docs/CORE.md "Known wrong programs"): without them, when every
+  sampled solution is correct, a test that catches nothing earns what a test that catches a
+  mistake earns;
 - decided edge cases: a completion that parses to nothing gets the lowest reward of its role
   (code 0, test -1); a problem with no gold test gives its code rows no reward (None); a problem
   whose gold tests no solution passes gives its test rows no reward (None): the trainer drops those
@@ -46,7 +52,8 @@ from ..argv import option
 from ..metrics import TestCounts, best_of_n_accuracy, test_counts
 from ..rewards import (correct_from_gold, cure_code_rewards, cure_length_shaping,
                        cure_test_rewards, group_normalize)
-from ..matrix import JobRefused, ProblemBatch, full_matrix, lost_matrix, program_rows
+from ..matrix import (JobRefused, ProblemBatch, full_matrix, known_matrix, known_wrong,
+                      lost_matrix, program_rows, with_known_wrong)
 from ..matrix import prepare as prepare_job
 from ..roles import CODE, TEST
 from ..tasks.model import Task
@@ -71,6 +78,11 @@ class RewardOptions:
     length_shaping: bool = option(False, "CURE's length shaping for long chain-of-thought models")
     min_len: int = option(1000, "length shaping: lower clip of the target length (tokens)")
     max_len: int = option(8000, "length shaping: upper clip of the target length (tokens)")
+    known_wrong: int = option(
+        4, "test rewards: up to this many of a problem's known wrong programs (its mutants, or a "
+           "dataset's published incorrect solutions) join the wrong solutions a test is credited "
+           "for catching, once a gold test fails them (0: CURE's formula, the sampled solutions "
+           "only; gold labels only; docs/CORE.md)")
     bon_n: int = option(4, "best-of-N logged every step: solutions")
     bon_m: int = option(4, "best-of-N logged every step: generated tests")
     label_source: str = option("gold", "where the correct set comes from",
@@ -114,6 +126,7 @@ class ProblemScore:
     lost: np.ndarray | None = None            # gold runs: those cells, as the full matrix
     code_masked: list = field(default_factory=list)  # bool per code completion: reward withheld
     test_masked: list = field(default_factory=list)  # bool per test completion: reward withheld
+    known: tuple = (0, 0)  # (caught by an accurate test, confirmed wrong): known wrong programs
 
     @property
     def rows_masked(self) -> int:
@@ -122,9 +135,12 @@ class ProblemScore:
 
 def prepare(task: Task, code_texts: Sequence[str], test_texts: Sequence[str],
             options: RewardOptions, code_lengths=(), test_lengths=()) -> ProblemBatch:
-    """Parse the completions and build the executor job (see :func:`coevo_code.matrix.prepare`)."""
-    return prepare_job(task, code_texts, test_texts, options.max_gold_tests, code_lengths,
-                       test_lengths)
+    """Parse the completions and build the executor job (see :func:`coevo_code.matrix.prepare`),
+    and, with ``known_wrong``, the job of the problem's known wrong programs
+    (``ProblemBatch.known_job``)."""
+    batch = prepare_job(task, code_texts, test_texts, options.max_gold_tests, code_lengths,
+                        test_lengths)
+    return with_known_wrong(batch, known_wrong(task, options.known_wrong))
 
 
 def shape_rewards(values: list, lengths: list[int], options: RewardOptions) -> list:
@@ -176,15 +192,19 @@ def lost_rows(gold: np.ndarray, lost: np.ndarray,
     return code_masked, test_masked, undecided
 
 
-def score(batch: ProblemBatch, result: dict | None, options: RewardOptions) -> ProblemScore:
-    """Rewards and metric counts of one problem from its executor result; a job the executor
-    refused gives the problem's rows no reward (:func:`refused_score`), and the step goes on."""
+def score(batch: ProblemBatch, result: dict | None, options: RewardOptions,
+          known_result: dict | None = None) -> ProblemScore:
+    """Rewards and metric counts of one problem from its executor result (and that of its
+    known wrong programs' job, if it has one); a job the executor refused gives the problem's rows
+    no reward (:func:`refused_score`), and the step goes on (a refused known job: the test
+    rewards count the sampled solutions only)."""
     try:
         full = full_matrix(batch, result)
     except JobRefused as e:
         return refused_score(batch, str(e))
+    known, known_lost = known_matrix(batch, known_result)
     return score_matrix(batch, full, options, program=program_rows(batch, result),
-                        lost=lost_matrix(batch, result))
+                        lost=lost_matrix(batch, result), known=known, known_lost=known_lost)
 
 
 def refused_score(batch: ProblemBatch, why: str, code_lengths=None,
@@ -204,8 +224,9 @@ def refused_score(batch: ProblemBatch, why: str, code_lengths=None,
 
 
 def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
-                 program: np.ndarray | None = None,
-                 lost: np.ndarray | None = None) -> ProblemScore:
+                 program: np.ndarray | None = None, lost: np.ndarray | None = None,
+                 known: np.ndarray | None = None,
+                 known_lost: np.ndarray | None = None) -> ProblemScore:
     """:func:`score` from the problem's full n x (gold + generated) matrix. ``program``: which
     solutions are programs (``matrix.program_rows``; None: those that parsed); ``lost``: the
     cells of the matrix the harness lost (``matrix.lost_matrix``, same shape; None: none), whose
@@ -215,7 +236,13 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
     parsed, or every cell ``syntax_error``), so it has no lost cell, and stays out of the wrong
     solutions; a row a lost cell masks stays masked whatever ``program`` says. A test's credit
     (and the metrics' counts) counts the wrong programs among the solutions whose verdict is
-    known: an undecided solution masks every test row, and a test with a lost cell is masked."""
+    known: an undecided solution masks every test row, and a test with a lost cell is masked.
+
+    ``known`` (k_w x (t + m), columns as ``full``'s) and ``known_lost``: the problem's known wrong
+    programs (:func:`coevo_code.matrix.known_matrix`). Those a gold test they ran fails are
+    confirmed wrong and join W in the test rewards (rows after the sampled solutions, every one a
+    program); the others are left out; a test with a lost cell on a confirmed one is masked. The
+    code rewards and the metrics count the sampled solutions only."""
     t = batch.n_gold
     gold, generated = full[:, :t], full[:, t:]
     code_ok = np.array([p.ok for p in batch.programs], dtype=bool)
@@ -237,8 +264,22 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
         correct = correct_from_gold(gold)
         n_correct = int(correct[~undecided].sum())
 
-    tr = cure_test_rewards(generated, correct, post_stage=options.post_stage,
-                           program=wrong_mask) if len(test_ok) else np.zeros(0)
+    graded, graded_correct, graded_program = generated, correct, wrong_mask
+    known_seen = (0, 0)
+    if known is not None and len(known) and t:
+        k_lost = np.zeros(known.shape, dtype=bool) if known_lost is None else known_lost
+        confirmed = (~known[:, :t] & ~k_lost[:, :t]).any(axis=1)  # a gold test fails it
+        extra = known[confirmed][:, t:]
+        test_masked = test_masked | k_lost[confirmed][:, t:].any(axis=0)
+        graded = np.vstack([generated, extra])
+        graded_correct = np.concatenate([correct, np.zeros(len(extra), dtype=bool)])
+        if wrong_mask is not None:
+            graded_program = np.concatenate([wrong_mask, np.ones(len(extra), dtype=bool)])
+        if correct.any() and len(extra):
+            acc = test_ok & (generated[correct].all(axis=0))
+            known_seen = (int((~extra[:, acc]).any(axis=1).sum()), len(extra))
+    tr = cure_test_rewards(graded, graded_correct, post_stage=options.post_stage,
+                           program=graded_program) if len(test_ok) else np.zeros(0)
     if tr is None:
         test_rewards: list = [None] * len(batch.tests)
     else:
@@ -248,20 +289,23 @@ def score_matrix(batch: ProblemBatch, full: np.ndarray, options: RewardOptions,
     code_rewards = shape_rewards(code_rewards, batch.code_lengths, options)
     test_rewards = shape_rewards(test_rewards, batch.test_lengths, options)
     # the metrics see what is known: undecided solutions and tests with a lost cell left out
-    known = ~undecided
-    judged = generated[np.ix_(known, ~lost[:, t:].any(axis=0))]
-    bon = (best_of_n_accuracy(correct[known], judged, options.bon_n, options.bon_m)
-           if n_correct is not None and known.any() else float("nan"))
-    cells = 0 if batch.job is None else len(batch.job["programs"]) * len(batch.job["tests"])
+    decided = ~undecided
+    judged = generated[np.ix_(decided, ~lost[:, t:].any(axis=0))]
+    bon = (best_of_n_accuracy(correct[decided], judged, options.bon_n, options.bon_m)
+           if n_correct is not None and decided.any() else float("nan"))
+    cells = sum(len(j["programs"]) * len(j["tests"]) for j in (batch.job, batch.known_job)
+                if j is not None)
     return ProblemScore(
         task_id=batch.task.id, code_rewards=code_rewards, test_rewards=test_rewards,
-        n_solutions=int(known.sum()), n_correct=n_correct,
-        counts=test_counts(judged, correct[known],
-                           None if wrong_mask is None else wrong_mask[known]), bon=bon,
+        n_solutions=int(decided.sum()), n_correct=n_correct,
+        counts=test_counts(judged, correct[decided],
+                           None if wrong_mask is None else wrong_mask[decided]), bon=bon,
         code_parse_failures=int((~code_ok).sum()), test_parse_failures=int((~test_ok).sum()),
         code_lengths=batch.code_lengths, test_lengths=batch.test_lengths, cells=cells,
-        family=_family(batch.task), sandbox_errors=int(lost.sum()), lost=lost,
-        code_masked=[bool(x) for x in code_masked], test_masked=[bool(x) for x in test_masked])
+        family=_family(batch.task), lost=lost,
+        sandbox_errors=int(lost.sum()) + (0 if known_lost is None else int(known_lost.sum())),
+        code_masked=[bool(x) for x in code_masked], test_masked=[bool(x) for x in test_masked],
+        known=known_seen)
 
 
 def _family(task: Task) -> str | None:

@@ -254,7 +254,7 @@ class CoevoStep:
             jobs = [j for jb in batches for j in jb.jobs]
         else:                                                               # 2 (gold tests)
             batches = [self._job(tasks[ti], items, groups[ti]) for ti in order]
-            jobs = [b.job for b in batches if b.job is not None]
+            jobs = [j for b in batches for j in (b.job, b.known_job) if j is not None]
         t1 = time.perf_counter()
         results = iter(self.executor.run(jobs) if jobs else [])            # 3
         t2 = time.perf_counter()
@@ -266,7 +266,8 @@ class CoevoStep:
                 if s.pass_estimate is not None:
                     self.lockstep.curriculum.pending[ti] = s.pass_estimate
         else:
-            scores = [score(b, next(results) if b.job is not None else None, self.options)
+            scores = [score(b, next(results) if b.job is not None else None, self.options,
+                            next(results) if b.known_job is not None else None)
                       for b in batches]
         rewards = place(len(items), scores, [groups[ti] for ti in order])  # 5
         t3 = time.perf_counter()
@@ -279,8 +280,9 @@ class CoevoStep:
         b = prepare(task, [items[p].text for p in group[CODE]],
                     [items[p].text for p in group[TEST]], self.options,
                     [items[p].length for p in group[CODE]], [items[p].length for p in group[TEST]])
-        if b.job is not None and self.exec_time_limit_s is not None:
-            b.job["time_limit_s"] = self.exec_time_limit_s
+        for j in (b.job, b.known_job):
+            if j is not None and self.exec_time_limit_s is not None:
+                j["time_limit_s"] = self.exec_time_limit_s
         return b
 
     def _joint_jobs(self, items, split, tasks, groups, global_step):

@@ -19,7 +19,7 @@ METRIC_KEYS = (
     "reward_code_mean", "reward_code_std", "reward_test_mean", "reward_test_std",
     "parse_fail_code", "parse_fail_test", "len_code_mean", "len_test_mean",
     "test_rows_no_signal", "problems", "problems_refused", "exec_cells", "exec_cells_per_s",
-    "exec_sandbox_errors", "rows_masked",
+    "exec_sandbox_errors", "rows_masked", "known_caught",
     "labelled", "vote_agreement", "agreement", "pseudo_label_acc", "pseudo_label_kappa", "kappa")
 # lists of lists and a dict, in metrics.jsonl only
 MATRIX_KEYS = ("joint_errors", "cross_bon", "pseudo_label_by_family")
@@ -53,6 +53,8 @@ def batch_metrics(scores: Sequence[ProblemScore], exec_seconds: float = 0.0) -> 
     code_acc: share of all solutions passing every gold test; ut_acc, p01, p00, mu: pooled over
     problems with a correct solution (CURE Sec. 3.1, Theorem 3.1); bon_acc: best-of-N(n, m) with
     the generated tests (CURE's (4, 4) by default), mean over problems with gold tests;
+    known_caught: share of the known wrong programs (``known_wrong``, confirmed wrong by a gold
+    test) that an accurate generated test fails, over problems with a correct solution;
     problems_refused: problems whose job the executor refused (their rows have no reward);
     exec_sandbox_errors: cells whose verdict the harness lost (``sandbox_error`` after the
     executor's re-run); rows_masked: rows whose reward such a cell could have changed, withheld
@@ -92,6 +94,8 @@ def batch_metrics(scores: Sequence[ProblemScore], exec_seconds: float = 0.0) -> 
         "exec_cells_per_s": cells / exec_seconds if cells and exec_seconds > 0 else None,
         "exec_sandbox_errors": sum(s.sandbox_errors for s in scores),
         "rows_masked": sum(s.rows_masked for s in scores),
+        "known_caught": (sum(s.known[0] for s in scores) / sum(s.known[1] for s in scores)
+                         if sum(s.known[1] for s in scores) else None),
     }
     out.update(_label_metrics(scores))
     metrics = {k: _num(out[k]) for k in METRIC_KEYS}
