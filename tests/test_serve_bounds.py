@@ -82,7 +82,8 @@ def test_the_bounds_stop_a_flat_body_early():
 @pytest.fixture(scope="module")
 def server():
     with ServeProcess(["--exec_slots", "1", "--queue_requests", "1", "--max_pending_rewards", "1",
-                       "--body_timeout", "2", "--run_code_queue_timeout", "1.5"]) as s:
+                       "--body_timeout", "2", "--header_timeout", "2",
+                       "--run_code_queue_timeout", "1.5"]) as s:
         yield s
 
 
@@ -144,15 +145,24 @@ def _raw_post(server, body_parts, path="/execute", length=None, pause=0.0):
     """POST by hand (a client a library would not write): the head, then the body in parts,
     ``pause`` seconds apart; the answer's head and JSON, or what the server sent before it
     closed, and the seconds from the head to the answer."""
+    host = server.url.rsplit("/", 1)[-1].split(":")[0]
+    total = length if length is not None else sum(len(p) for p in body_parts)
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {total}\r\n\r\n").encode()
+    return _raw_send(server, body_parts, pause, head)
+
+
+def _raw_send(server, parts, pause=0.0, head=b""):
+    """Connect, send ``head``, then ``parts`` ``pause`` seconds apart (stopping once an answer's
+    head arrives), and read until the server closes: (what it sent, seconds since ``head``)."""
     host, port = server.url.rsplit("/", 1)[-1].split(":")
     s = socket.create_connection((host, int(port)), timeout=30)
-    total = length if length is not None else sum(len(p) for p in body_parts)
-    s.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-              f"Content-Length: {total}\r\n\r\n".encode())
+    if head:
+        s.sendall(head)
     t0 = time.monotonic()
     answer = b""
     try:
-        for part in body_parts:
+        for part in parts:
             s.sendall(part)
             if pause:
                 s.settimeout(pause)
@@ -176,6 +186,25 @@ def _raw_post(server, body_parts, path="/execute", length=None, pause=0.0):
         pass
     s.close()
     return answer, time.monotonic() - t0
+
+
+def test_slow_headers_are_cut_off(server):
+    """--header_timeout 2: a client that sends its request line and headers one byte every
+    0.5 s is answered 408 and closed about 2 s after it connected; a client that connects and
+    sends nothing likewise; /v1/ping answers meanwhile."""
+    head = b"POST /execute HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n" * 4
+    out = {}
+    t = threading.Thread(target=lambda: out.update(a=_raw_send(
+        server, [bytes([b]) for b in head], pause=0.5)))
+    t.start()
+    time.sleep(0.5)
+    assert httpx.get(server.url + "/v1/ping", timeout=5).text == "pong"
+    silent = _raw_send(server, [], pause=0)
+    t.join(30)
+    for answer, seconds in (out["a"], silent):
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert b"headers were not sent within 2 s" in answer
+        assert 1.5 < seconds < 5, seconds
 
 
 def test_a_slow_body_is_cut_off(server):

@@ -73,6 +73,8 @@ class ServeLimits:
     max_json_items: int = option(1_000_000, "JSON items (array elements, object members, "
                                             "arrays and objects) in a body")
     body_timeout: float = option(60.0, "seconds a client may take to send a body, then 408")
+    header_timeout: float = option(30.0, "seconds a client may take to send a request's line "
+                                         "and headers, then 408 and the connection closed")
     queue_mb: float = option(2048.0, "memory budget of the requests being read, parsed, queued "
                                      "and run (more wait their turn, their bodies unread)")
     queue_timeout: float = option(120.0, "seconds a request may wait for its turn before any of "
@@ -94,7 +96,8 @@ class ServeLimits:
                      "max_json_items"):
             if getattr(self, flag) < 1:
                 raise ValueError(f"--{flag} must be >= 1")
-        for flag in ("max_response_mb", "queue_response_mb", "grace", "body_timeout", "queue_mb",
+        for flag in ("max_response_mb", "queue_response_mb", "grace", "body_timeout",
+                     "header_timeout", "queue_mb",
                      "queue_timeout", "run_code_queue_timeout", "max_body_mb"):
             if not getattr(self, flag) > 0:
                 raise ValueError(f"--{flag} must be > 0")
@@ -153,7 +156,7 @@ class ServeCommand(OptionsCommand):
                         queue_output_bytes=int(lim.queue_response_mb * (1 << 20)))
         serve(sock, executors, limits, options, rewards, grace_s=lim.grace,
               announce=lambda line: print(line, file=sys.stderr, flush=True),
-              max_connections=lim.max_connections)
+              max_connections=lim.max_connections, header_timeout_s=lim.header_timeout)
         return 0
 
     @staticmethod

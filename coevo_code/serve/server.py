@@ -131,9 +131,63 @@ def _server_class():
     return Server
 
 
+TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+             b"connection: close\r\ncontent-length: %d\r\n\r\n%s")
+
+
+def _header_deadline_protocol(seconds: float):
+    """uvicorn's HTTP/1.1 protocol with a deadline on a request's line and headers: from the
+    connection's start, and from the first byte of each later request on a kept-alive one, a
+    client has ``seconds`` to send them all; then it is answered 408 and closed (uvicorn itself
+    waits for ever: a client trickling one header byte at a time holds a connection and its
+    buffer). The body's own deadline is the application's (``--body_timeout``)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadline(H11Protocol):
+        _header_timer = None
+
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self):
+            if self._header_timer is None:
+                self._header_timer = self.loop.call_later(seconds, self._expired)
+
+        def _disarm(self):
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _expired(self):
+            self._header_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                msg = f"the request's headers were not sent within {seconds:g} s".encode()
+                self.transport.write(TIMED_OUT % (len(msg), msg))
+                self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            if self.conn.their_state is h11.IDLE:
+                self._arm()  # a new request begins: its headers get the deadline
+            super().data_received(data)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state is not h11.IDLE:
+                self._disarm()  # the headers are in
+
+        def connection_lost(self, exc):
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderDeadline
+
+
 def serve(sock: socket.socket, executors: list, limits: Limits, options, rewards=None,
           grace_s: float = 30.0, announce: Callable[[str], None] | None = None,
-          batch_cells: int | None = None, max_connections: int | None = 1024) -> None:
+          batch_cells: int | None = None, max_connections: int | None = 1024,
+          header_timeout_s: float = 30.0) -> None:
     """Run until SIGINT/SIGTERM: then stop accepting, answer what is in flight (up to
     ``grace_s``: what is unanswered then gets 503 and its cells are dropped), close the
     executors. Above ``max_connections`` open connections and requests uvicorn answers 503."""
@@ -164,7 +218,8 @@ def serve(sock: socket.socket, executors: list, limits: Limits, options, rewards
     # uvicorn cancels handlers a little after the grace: by then they have answered 503
     config = uvicorn.Config(app, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=grace_s + 2, lifespan="on",
-                            limit_concurrency=max_connections, timeout_keep_alive=30)
+                            limit_concurrency=max_connections, timeout_keep_alive=30,
+                            http=_header_deadline_protocol(header_timeout_s))
     server = _Server(config)
     server.on_exit = app.state.begin_shutdown
     host, port = sock.getsockname()[:2]
