@@ -48,10 +48,11 @@ def test_problem_eval_judges_tests_by_the_reference_and_its_mutants():
     assert e.correct.tolist() == [True, False, True, False] and e.greedy is True
     # test 1 passes the reference but no mutant fails it (like assert f(3) == f(3)): inaccurate
     assert e.accurate.tolist() == [True, False, False]
-    assert e.trivial.tolist() == [False, True, False]  # right, and catches nothing
+    # of the tests the reference passes, test 0 fails one mutant of two, test 1 none
+    assert e.caught.tolist() == [0.5, 0.0]
     s = summarize([e])
     assert s["code_acc"] == 0.5 and s["code_acc_greedy"] == 1.0 and s["pass_at_4"] == 1.0
-    assert s["ut_acc"] == pytest.approx(1 / 3) and s["ut_trivial"] == pytest.approx(1 / 3)
+    assert s["ut_acc"] == pytest.approx(1 / 3) and s["ut_mutants_caught"] == 0.25
     assert s["by_family"][task.metadata["family"]]["code_acc"] == 0.5
     # no mutants: the reference alone decides
     e2 = problem_eval(task, full, 2, 4, [True, True, True], judged[:1], 0)

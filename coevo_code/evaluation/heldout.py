@@ -13,9 +13,10 @@ tests. The figures (pure functions of those matrices, :func:`problem_eval` and :
 - ``ut_acc``: share of generated tests that are *accurate*, judged by the reference: the reference
   solution passes the test and at least one mutant fails it (a test the reference passes but no
   mutant fails, such as ``assert f(3) == f(3)``, is not accurate; a problem without mutants needs
-  only the reference to pass); null when no problem has a reference; ``ut_trivial``: share of
-  generated tests the reference passes and no mutant fails (right, but they test nothing: the
-  tests a tester drifts to when every test that passes the correct solutions earns the same);
+  only the reference to pass); null when no problem has a reference; ``ut_mutants_caught``: mean,
+  over the generated tests the reference passes, of the share of the problem's mutants each
+  fails (a test that tests nothing, such as ``assert f(3) == f(3)``, 0; one that catches every
+  mistake, 1): how strong the right tests are; null without mutants;
 - ``p01``, ``p00``, ``mu``: CURE's test figures (arXiv:2506.03136, Sec. 3) over the generated
   solutions, correct by the gold tests, pooled over problems with a correct solution;
 - ``bon_acc``: best-of-N with the generated tests (the first 4 solutions, the first 4 tests, CURE's
@@ -48,8 +49,8 @@ from ..roles import coder_messages, tester_messages
 from ..sandbox.protocol import HARNESS
 from ..tasks.model import Task
 
-FIGURES = ("code_acc", "code_acc_greedy", "pass_at_4", "ut_acc", "ut_trivial", "bon_acc", "p01",
-           "p00", "mu")
+FIGURES = ("code_acc", "code_acc_greedy", "pass_at_4", "ut_acc", "ut_mutants_caught", "bon_acc",
+           "p01", "p00", "mu")
 EVAL_KEYS = (("step",) + FIGURES + ("parse_fail_code", "parse_fail_test", "problems",
                                     "problems_refused", "sandbox_errors", "cells", "time_s",
                                     "by_family"))
@@ -67,7 +68,7 @@ class ProblemEval:
     parse_fail_code: int
     parse_fail_test: int
     sandbox_errors: int = 0      # cells the harness lost (left out of the figures above)
-    trivial: np.ndarray | None = None  # m tests: the reference passes, no mutant fails
+    caught: np.ndarray | None = None  # tests the reference passes: share of mutants each fails
 
 
 def problem_eval(task: Task, full: np.ndarray, n_gold: int, k: int, test_ok: Sequence[bool],
@@ -84,26 +85,34 @@ def problem_eval(task: Task, full: np.ndarray, n_gold: int, k: int, test_ok: Seq
     undecided = lost_gold.any(axis=1) & ~(~gold & ~lost_gold).any(axis=1)
     test_lost = lost[:k, n_gold:].any(axis=0)
     greedy = bool(correct[k]) if full.shape[0] > k and not undecided[k] else None
-    accurate = trivial = None
+    accurate = share = None
     if judged is not None:
         ok = np.asarray(test_ok, dtype=bool)
         ref = judged[0] if judged.shape[0] else np.zeros(judged.shape[1], dtype=bool)
         caught = (~judged[1:1 + n_mutants]).any(axis=0) if n_mutants else np.ones_like(ref)
         accurate = ok & ref & caught
-        trivial = ok & ref & ~caught
+        right = ok & ref
         if judged_lost is not None:
             keep = ~judged_lost.any(axis=0)
-            accurate, trivial = accurate[keep], trivial[keep]
+            accurate, right = accurate[keep], right[keep]
+            judged = judged[:, keep]
+        if n_mutants:
+            share = (~judged[1:1 + n_mutants]).mean(axis=0)[right]
     decided = ~undecided[:k]
     errors = int(lost.sum()) + (int(judged_lost.sum()) if judged_lost is not None else 0)
     return ProblemEval(str(task.metadata.get("family", "all")), correct[:k][decided], greedy,
                        full[:k, n_gold:][np.ix_(decided, ~test_lost)], accurate, 0, 0, errors,
-                       trivial)
+                       share)
 
 
 def _mean(xs) -> float | None:
     xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
     return float(np.mean(xs)) if xs else None
+
+
+def _pooled_mean(arrays) -> float | None:
+    n = sum(a.size for a in arrays)
+    return float(sum(a.sum() for a in arrays) / n) if n else None
 
 
 def _figures(evals: list[ProblemEval], bon_n: int = 4, bon_m: int = 4) -> dict:
@@ -122,8 +131,7 @@ def _figures(evals: list[ProblemEval], bon_n: int = 4, bon_m: int = 4) -> dict:
         "pass_at_4": _mean([pass_at_k(e.correct.size, int(e.correct.sum()), 4)
                             for e in evals if e.correct.size >= 4]),
         "ut_acc": (sum(int(a.sum()) for a in acc) / judged) if judged else None,
-        "ut_trivial": (sum(int(e.trivial.sum()) for e in evals if e.trivial is not None) / judged
-                       if judged else None),
+        "ut_mutants_caught": _pooled_mean([e.caught for e in evals if e.caught is not None]),
         "bon_acc": _mean([best_of_n_accuracy(e.correct, e.generated, bon_n, bon_m)
                           for e in evals if e.correct.size]),
         "p01": nan_none(counts.p01), "p00": nan_none(counts.p00), "mu": nan_none(counts.mu),
