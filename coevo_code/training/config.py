@@ -69,6 +69,9 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
             accurate tests) or ``answers`` (the labeller's pseudo-correct answer on the input of
             every generated test of the problem, both agents' tests; ``coevo_code.labels``).
         max_gold_tests: gold tests used per problem (CURE: at most 8).
+        known_wrong: up to this many of a problem's known wrong programs (mutants, published
+            incorrect solutions) join W in the test rewards once a gold test fails them (0:
+            CURE's formula; docs/CORE.md "Known wrong programs").
         reward_shown_tests: reward on the examples the statement shows as well; by default a
             problem with hidden gold tests is rewarded on those only (a program that prints the
             shown answers earns nothing), and stdio tests expecting an empty output are left out
@@ -257,7 +260,7 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
                           f"{len(self.reward_weights)}")
         if not 0.0 <= self.p_give_example <= 1.0:
             errors.append(f"--p_give_example must be in [0, 1], got {self.p_give_example}")
-        for name in ("max_gold_tests", "max_input_examples"):
+        for name in ("max_gold_tests", "max_input_examples", "known_wrong"):
             if getattr(self, name) < 0:
                 errors.append(f"--{name} must be >= 0, got {getattr(self, name)}")
         for name in ("bon_n", "bon_m", "problems_per_generation", "problems_per_step",
