@@ -57,7 +57,7 @@ step and after): code accuracy at temperature 1 and greedy, pass@4, reference-ju
 accuracy and best-of-4x4, first and last. Prints one table (per run and the median over seeds),
 the claims with PASS or FAIL:
 
-- the real run's held-out ``code_acc`` rises by >= 0.15 and ``ut_acc`` by >= 0.10 (median over
+- the real run's held-out ``code_acc`` rises by >= 0.20 and ``ut_acc`` by >= 0.15 (median over
   seeds), every seed rising; wall time <= 300 s each on 2 cores, >= 5,000 sandbox cells;
 - the shuffled run's rise is less than a third of the real run's (median);
 - the flipped run's ``code_acc`` falls (median);
@@ -337,10 +337,10 @@ def claims(records: list[dict]) -> list[tuple[str, bool]]:
     code = [_rise(r, "code_acc") for r in real]
     ut = [_rise(r, "ut_acc") for r in real]
     out = [
-        (f"real: held-out code_acc rises >= 0.15 (median {_sgn(_median(code))}), every seed "
-         f"rising", bool(real) and _median(code) >= 0.15 and all(x > 0 for x in code)),
-        (f"real: held-out ut_acc rises >= 0.10 (median {_sgn(_median(ut))}), every seed rising",
-         bool(real) and _median(ut) >= 0.10 and all(x is not None and x > 0 for x in ut)),
+        (f"real: held-out code_acc rises >= 0.20 (median {_sgn(_median(code))}), every seed "
+         f"rising", bool(real) and _median(code) >= 0.20 and all(x > 0 for x in code)),
+        (f"real: held-out ut_acc rises >= 0.15 (median {_sgn(_median(ut))}), every seed rising",
+         bool(real) and _median(ut) >= 0.15 and all(x is not None and x > 0 for x in ut)),
         (f"real: <= 300 s wall on 2 cores (max {max((r['wall_s'] for r in real), default=0):.0f}"
          f" s)", bool(real) and all(r["wall_s"] <= 300 for r in real)),
         (f"real: >= 5,000 sandbox cells in training (min "
