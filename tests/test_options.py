@@ -241,7 +241,7 @@ def test_the_training_config_is_the_execution_and_reward_options():
     assert not own & {f.name for f in dataclasses.fields(ExecutionOptions)}
     assert not own & {f.name for f in dataclasses.fields(RewardOptions)}
     assert RewardOptions() == RewardOptions(max_gold_tests=8, post_stage=False,
-                                            wrong_programs_only=True, known_wrong=4,
+                                            wrong_programs_only=True, known_wrong=0,
                                             code_all_passed=False, length_shaping=False,
                                             min_len=1000, max_len=8000, bon_n=4, bon_m=4,
                                             label_source="gold", label_threshold=0.5,
@@ -254,12 +254,12 @@ def test_coevo_train_reads_the_same_execution_options():
     from coevo_code.training.cli import parse_train_args
     from coevo_code.training.run import reward_options
     a = parse_train_args(["--exec_slots", "3", "--exec_no_uid", "--max_gold_tests", "5",
-                          "--known_wrong", "0"])
+                          "--known_wrong", "3"])
     assert a.config.executor_options() == {"backend": "local", "address": None, "slots": 3,
                                            "launcher": "auto", "allow_unsafe": False,
                                            "use_uid": False}
     assert reward_options(a.config).max_gold_tests == 5
-    assert reward_options(a.config).known_wrong == 0
+    assert reward_options(a.config).known_wrong == 3
     assert a.inputs["exec_no_uid"] is True and a.inputs["exec_slots"] == 3
 
 

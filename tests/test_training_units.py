@@ -164,11 +164,11 @@ def test_known_wrong_programs_pay_a_test_for_catching_them_when_every_sample_is_
         res = executor.run(jobs)
         return b, score(b, res[0], options, res[1] if len(res) > 1 else None)
 
-    b0, cure = rewards(RewardOptions(known_wrong=0))
+    b0, cure = rewards(RewardOptions())  # the default: CURE's formula
     assert b0.known_job is None
     assert dict(zip(FIB_TESTS, cure.test_rewards)) == {"trivial": 1.0, "catching": 1.0,
                                                        "wrong": -1.0}
-    b, known = rewards(RewardOptions())
+    b, known = rewards(RewardOptions(known_wrong=4))
     assert len(b.known_job["programs"]) == 3 and b.known_job["tests"] == b.job["tests"]
     # W = {return n, return 0} (the table lookup passes every gold test: left out)
     assert dict(zip(FIB_TESTS, known.test_rewards)) == {"trivial": 0.5, "catching": 1.0,
@@ -179,7 +179,7 @@ def test_known_wrong_programs_pay_a_test_for_catching_them_when_every_sample_is_
     res = executor.run([b.job, b.known_job])
     res[1]["outcomes"][0][4] = "sandbox_error"  # return n on the trivial test
     res[1]["passed"][0][4] = False
-    lost = score(b, res[0], RewardOptions(), res[1])
+    lost = score(b, res[0], RewardOptions(known_wrong=4), res[1])
     assert lost.test_rewards[0] is None and lost.test_rewards[1:] == known.test_rewards[1:]
     assert lost.sandbox_errors == 1
 

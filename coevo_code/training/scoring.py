@@ -14,7 +14,7 @@ Per problem (CURE, arXiv:2506.03136, Sec. 3; the core's ``rewards`` module):
   (Eq. 4 / |W|, the per-test share of mu), with W the wrong *programs* (``wrong_programs_only``,
   on by default: a completion that is not a program, ``matrix.program_rows``, gives no credit
   to the tests that fail it; the step's p01/p00/mu are counted the same way); with
-  ``known_wrong`` (on by default), up to that many of the problem's known wrong programs (the
+  ``known_wrong`` (off by default), up to that many of the problem's known wrong programs (the
   task world's mutants, a dataset's published incorrect solutions) run against the same tests in
   a job of their own and, once a gold test fails them, join W for the test rewards only (a
   deviation from CURE's formula, docs/CORE.md "Known wrong programs"): without them, when every
@@ -79,7 +79,7 @@ class RewardOptions:
     min_len: int = option(1000, "length shaping: lower clip of the target length (tokens)")
     max_len: int = option(8000, "length shaping: upper clip of the target length (tokens)")
     known_wrong: int = option(
-        4, "test rewards: up to this many of a problem's known wrong programs (its mutants, or a "
+        0, "test rewards: up to this many of a problem's known wrong programs (its mutants, or a "
            "dataset's published incorrect solutions) join the wrong solutions a test is credited "
            "for catching, once a gold test fails them (0: CURE's formula, the sampled solutions "
            "only; gold labels only; docs/CORE.md)")
