@@ -71,9 +71,12 @@ class Unit:
     budget_s: float
 
 
-def start_batch(jobs: Iterable[Any]) -> tuple[list[dict | None], list[JobState | None]]:
+def start_batch(jobs: Iterable[Any], languages: dict | None = None
+                ) -> tuple[list[dict | None], list[JobState | None]]:
     """A batch's jobs parsed, for any backend: the results so far (a malformed job's
-    ``{"id", "error"}``, None elsewhere) and an empty state per well-formed job."""
+    ``{"id", "error"}``, None elsewhere) and an empty state per well-formed job.
+    ``languages``: the judges' ``{language: (available, detail)}`` for C++ and Java (None: not
+    known); a job in a language the sandbox cannot run gets its error, not a matrix."""
     results: list[dict | None] = []
     states: list[JobState | None] = []
     for raw in jobs:
@@ -89,6 +92,13 @@ def start_batch(jobs: Iterable[Any]) -> tuple[list[dict | None], list[JobState |
                                                 f"{str(e)[:200]})"})
             states.append(None)
             continue
+        if job.language != "python" and languages is not None:
+            on, why = languages.get(job.language, (False, "this judge does not know it"))
+            if not on:
+                results.append({"id": jid, "error": f"'language' {job.language!r} cannot run "
+                                                    f"in this sandbox: {why}"})
+                states.append(None)
+                continue
         states.append(JobState.empty(job))
         results.append(None)
     return results, states
@@ -132,8 +142,10 @@ def cell_budget_s(job: Job) -> float:
 
 
 def unit_budget_s(job: Job, tests: int) -> float:
-    """The time a server may take to answer one :class:`Unit` of ``tests`` cells."""
-    return tests * cell_budget_s(job) + UNIT_MARGIN_S
+    """The time a server may take to answer one :class:`Unit` of ``tests`` cells (a native
+    program's compile's wall cap included)."""
+    compile_s = 3 * job.compile_time_limit_s + 5 if job.language != "python" else 0.0
+    return tests * cell_budget_s(job) + compile_s + UNIT_MARGIN_S
 
 
 def job_units(index: int, job: Job, size: int) -> list[Unit]:
@@ -158,6 +170,8 @@ def job_units(index: int, job: Job, size: int) -> list[Unit]:
                    "wall": job.wall_limit_s, "mem_mb": job.memory_limit_mb,
                    "out_mb": job.output_limit_mb, "return_outputs": job.return_outputs,
                    "checker": job.checker, "seed": seed}
+            if job.language != "python":  # Python's request stays as it was
+                req.update(language=job.language, compile_time=job.compile_time_limit_s)
             out.append(Unit(index, p, a, b, req, unit_budget_s(job, b - a)))
     return out
 
@@ -166,7 +180,10 @@ def plan_units(states: list[JobState | None], copies: list[dict[int, int]], slot
                chunk_tests: int) -> list[Unit]:
     """The units of a batch for ``slots`` slots, copies left out: units of up to
     ``chunk_tests`` tests; on small batches (fewer than four units per slot), smaller ones, so
-    that a slow row (an infinite loop times every one of its tests) spreads over all slots."""
+    that a slow row (an infinite loop times every one of its tests) spreads over all slots. A
+    C++ or Java program's row is one unit, whatever its length: the judge that runs it compiles
+    it once for all its tests, so an n x t matrix compiles n times (a row is not spread over
+    slots; the judge's cache serves a program that comes back in a later job)."""
     want = 4 * slots
     chunk = chunk_tests
     big = sum((st.job.shape[0] - len(c)) * -(-st.job.shape[1] // chunk)
@@ -177,6 +194,8 @@ def plan_units(states: list[JobState | None], copies: list[dict[int, int]], slot
             n, t = st.job.shape
             n -= len(copies[i])
             size = chunk if big else max(1, min(chunk, -(-n * t // want)))
+            if st.job.language != "python":  # a native program's row is one unit: one judge
+                size = max(1, t)  # compiles it once for all its tests
             units.extend(u for u in job_units(i, st.job, size) if u.program not in copies[i])
     return units
 

@@ -9,8 +9,12 @@ where a bootstrap loads them as the package ``coevo_sandbox``; the host imports 
 - ``seccomp`` and ``landlock``: the two kernel filters, built once;
 - ``codec``: values crossing between a program and its test, from a fixed list of exact types;
 - ``cell``: what a forked cell runs (a stdio program, a program answering calls, a test, a checker);
+- ``outcomes``: the verdict rules applied to what a cell left (exit, CPU, output);
 - ``zygote``: the fork server of cells, which never holds job data;
+- ``native``: C++ and Java: each language's compile-and-run record, the native zygote, the
+  judge's cache of compiled programs;
 - ``server``: the judge that talks to the host, holds the tests and decides every verdict.
 """
 
-MODULES = ("protocol", "seccomp", "landlock", "codec", "cell", "zygote", "server")
+MODULES = ("protocol", "seccomp", "landlock", "codec", "cell", "outcomes", "zygote", "native",
+           "server")

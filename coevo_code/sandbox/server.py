@@ -15,7 +15,6 @@ import ast
 import json
 import marshal
 import os
-import re
 import resource
 import signal
 import socket
@@ -24,12 +23,14 @@ import struct
 import sys
 
 from . import seccomp
-from .protocol import (CHILD_SETUP_FAILED, EXIT_MEMORY, MEMORY, OK, OUTPUT, RETURN_OUTPUT_CAP,
-                       RUNTIME, SANDBOX, STATUS_CAP, SYNTAX, TIMEOUT, WRONG, recv, recv_msg,
+from .protocol import (CHILD_SETUP_FAILED, EXIT_MEMORY, MEMORY, OK, OUTPUT, RUNTIME, SANDBOX, STATUS_CAP, SYNTAX, TIMEOUT, WRONG, recv, recv_msg,
                        send, send_msg)
 from .cell import binds_program_object, output_text, value_tree
+from .outcomes import (_functional_outcome, _stdio_outcome, same_tokens,
+                       status_text, stdio_output, take_memfd)
 from .codec import TooLarge, canonical, decode, encode, marshal_is_plain
 from .protocol import read_exact
+from .native import COMPILE_ROLE, Compiled, NativeZygote, find_tools, run_native
 from .zygote import Zygote, fresh_depth, sealed_memfd
 
 INPUT_CACHE_BYTES = 64 << 20  # test inputs kept as sealed memfds across units
@@ -247,57 +248,6 @@ def _judge_decode(tree):
 
 
 
-def same_tokens(actual, expected):
-    """The stdio rule: ``" ".join(actual.split()) == " ".join(expected.split())`` on text."""
-    if actual == expected:
-        return True
-    a = actual.decode("utf-8", "surrogateescape").split()
-    e = expected.decode("utf-8", "surrogateescape").split()
-    return a == e
-
-
-def stdio_output(out):
-    """A stdio cell's output as returned: its text, or, past RETURN_OUTPUT_CAP characters, its
-    token form (what the stdio rule compares) cut there with the SHA-256 of the whole token
-    form, so that no truncation decides whether two outputs are the same.
-
-    Bytes that are not UTF-8 are kept apart as the stdio rule keeps them, in text any JSON
-    encoder takes: each such byte is U+FFFD and its two hex digits, and a U+FFFD the program
-    wrote is doubled (so ``b"\\xff"``, ``b"\\xfe"`` and a real U+FFFD are three outputs;
-    decoding with "replace" made them one). Output that is UTF-8 and holds no U+FFFD is
-    returned as it is."""
-    try:
-        text = out.decode("utf-8").replace("\ufffd", "\ufffd\ufffd")
-    except UnicodeDecodeError:
-        text = out.decode("utf-8", "surrogateescape").replace("\ufffd", "\ufffd\ufffd")
-        text = _LONE_BYTE.sub(lambda m: "\ufffd%02x" % (ord(m.group()) - 0xDC00), text)
-    if len(text) <= RETURN_OUTPUT_CAP:
-        return text
-    return output_text(" ".join(text.split()))
-
-
-_LONE_BYTE = re.compile("[\udc80-\udcff]")
-
-
-def status_text(status):
-    """The output a test process reported after ``OK`` (its own UTF-8, lone surrogates kept)."""
-    try:
-        return status.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:  # a test that wrote its status itself
-        return status.decode("utf-8", "replace")
-
-
-def take_memfd(fd, cap):
-    """Read what a cell wrote and empty the memfd (offset too: it is shared with the cell)."""
-    size = os.lseek(fd, 0, os.SEEK_CUR)
-    if not size:
-        return b""
-    data = os.pread(fd, min(size, cap), 0)
-    os.ftruncate(fd, 0)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return data
-
-
 def empty_dir(path, limit=1 << 20):
     """Remove everything beneath ``path`` (kept itself), whatever a cell left there: with no
     recursion and a bounded number of open descriptors (subdirectories are hoisted to the top
@@ -374,7 +324,8 @@ class Judge:
         os.makedirs(self.work, exist_ok=True)
         os.chmod(self.work, 0o711)
         self.dirs = {}
-        for role in ("p", "t"):
+        uids[COMPILE_ROLE] = uids["p"]  # compiles run as the program's uid, in a dir of their own
+        for role in ("p", "t", COMPILE_ROLE):
             d = os.path.join(self.work, role)
             os.makedirs(d, exist_ok=True)
             empty_dir(d)
@@ -390,14 +341,30 @@ class Judge:
         self.heavy_roots = frozenset(m.split(".")[0] for m in heavy)
         # both forked before either is waited for: they start (preload, calibrate) in parallel
         self._socks = []
-        light = self._fork_zygote(preload, uids, depth)
-        forked = self._fork_zygote(preload + heavy, uids, depth) if heavy else None
+        py_dirs = {r: self.dirs[r] for r in ("p", "t")}
+        light = self._fork_zygote(lambda s: Zygote(self.cfg, s, preload, py_dirs, uids, depth))
+        forked = (self._fork_zygote(lambda s: Zygote(self.cfg, s, preload + heavy, py_dirs, uids,
+                                                     depth)) if heavy else None)
+        # C++ and Java: the toolchains this judge sees, and their zygote, forked now (before
+        # the judge's own filter forbids exec, which the native zygote's allows)
+        self.languages, tool_paths = find_tools() if cfg.get("native", True) else ({}, [])
+        native = None
+        if any(on for on, _ in self.languages.values()):
+            native = self._fork_zygote(lambda s: NativeZygote(self.cfg, s, self.dirs, uids,
+                                                              tool_paths))
+        self.compiled = Compiled()
         self.zygotes = {"light": self._zygote_hello(*light)}
         if forked is not None:
             try:
                 self.zygotes["heavy"] = self._zygote_hello(*forked)
             except ZygoteGone:
                 pass
+        if native is not None:
+            try:
+                self.zygotes["native"] = self._zygote_hello(*native)
+            except ZygoteGone as e:
+                for lang in self.languages:
+                    self.languages[lang] = [False, str(e)]
         hello = self.zygotes["light"][2]
         self.layers = hello["layers"]
         self.preloaded = list(hello["preloaded"])
@@ -451,7 +418,8 @@ class Judge:
         except (OSError, ValueError):
             pass
 
-    def _fork_zygote(self, preload, uids, depth):
+    def _fork_zygote(self, make):
+        """Fork a zygote, ``make(socket)`` built in the child, and serve there."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
@@ -465,7 +433,7 @@ class Judge:
                 if os.getppid() != self.pid:
                     os._exit(0)
                 try:
-                    zygote = Zygote(self.cfg, theirs, preload, self.dirs, uids, depth)
+                    zygote = make(theirs)
                 except Exception as e:  # noqa: BLE001 - said to the judge, which says it to the host
                     send_msg(theirs, {"error": "%s: %s" % (type(e).__name__, e)})
                 else:
@@ -493,7 +461,7 @@ class Judge:
             return {"op": "hello", "error": self.start_error}
         return {"op": "hello", "pid": self.pid, "layers": self.layers,
                 "python": sys.version.split()[0], "preloaded": self.preloaded,
-                "hash_seed": self.cfg.get("hash_seed_in_place")}
+                "hash_seed": self.cfg.get("hash_seed_in_place"), "languages": self.languages}
 
     # ---- the loop ------------------------------------------------------------------------------
     def serve(self):
@@ -514,14 +482,15 @@ class Judge:
             elif op == "ping":
                 res = {"op": "pong"}
             elif op == "stats":  # cells run so far
-                res = {"cells": self.counter}
+                res = {"cells": self.counter, "compiles": self.compiled.compiles}
             else:
                 res = {"error": "unknown op %r" % (op,)}
             send(self.wfd, res)
 
-    def _spawn(self, zygote, req, fds, during=None):
+    def _spawn(self, zygote, req, fds, during=None, clean=True):
         """Have ``zygote`` run one cell; ``during()``, if given, runs while the cell does (the
-        judge talking to the program). Returns the zygote's report."""
+        judge talking to the program). Returns the zygote's report. With ``clean`` False the
+        work dirs are left for the caller to read (a compile's artifact) and empty."""
         self.counter += 1
         sock = zygote[1]
         try:
@@ -535,7 +504,8 @@ class Judge:
             os.close(fd)
         if "error" in res:
             raise ZygoteGone(res["error"])
-        self._clean()
+        if clean:
+            self._clean()
         return res
 
     def _clean(self):
@@ -559,6 +529,8 @@ class Judge:
         tests = req["tests"]
         n = len(tests)
         self._limit_cpu(n, max(2.0, float(req["time"])))
+        if req.get("language", "python") != "python":
+            return run_native(self, req)
         want_out = bool(req.get("return_outputs"))
         outputs = [""] * n if want_out else None
         cpu = [0.0] * n
@@ -793,43 +765,6 @@ class Judge:
             os.lseek(fd, 0, os.SEEK_SET)
         self.inputs[data] = fd
         return fd
-
-
-def _stdio_outcome(killed, rc, sig, used, time_limit, out, cap):
-    """The verdict of a stdio program from its exit alone (None: it exited 0, compare its
-    output). Precedence: timeout, sandbox error, output limit, memory limit, runtime error."""
-    if killed or used > time_limit or sig == signal.SIGXCPU:
-        return TIMEOUT
-    if rc == CHILD_SETUP_FAILED:
-        return SANDBOX
-    if sig == signal.SIGXFSZ or len(out) > cap:
-        return OUTPUT
-    if rc == EXIT_MEMORY:
-        return MEMORY
-    if sig or rc != 0:
-        return RUNTIME
-    return None
-
-
-def _functional_outcome(res, time_limit, out, cap, status):
-    """The verdict of a functional test, from the test process's status (which the program
-    cannot reach) and the two processes' exits."""
-    (prc, psig, pcpu), (trc, tsig, tcpu) = res["cells"]
-    if (res["killed"] or pcpu > time_limit or tcpu > time_limit
-            or signal.SIGXCPU in (psig, tsig)):
-        return TIMEOUT
-    if CHILD_SETUP_FAILED in (prc, trc):
-        return SANDBOX
-    if psig == signal.SIGXFSZ or len(out) > cap or status == b"PROG OUTPUT":
-        return OUTPUT
-    if (status.startswith(b"MEM") or status.startswith(b"PROG MEM")
-            or (prc == EXIT_MEMORY and not status.startswith(b"OK"))):
-        return MEMORY
-    if status.startswith(b"OK") and trc == 0 and tsig == 0:
-        return OK
-    if status == b"ASSERT":
-        return WRONG
-    return RUNTIME
 
 
 DEFAULT_HASH_SEED = 20241205  # PYTHONHASHSEED of every judge, zygote and cell (unless set)
