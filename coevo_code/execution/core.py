@@ -52,6 +52,7 @@ class JobState:
     t0: float = 0.0
     t1: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    compile_output: dict = field(default_factory=dict)  # C++/Java: row -> the compiler's text
 
     @classmethod
     def empty(cls, job: Job) -> "JobState":
@@ -132,6 +133,8 @@ def copy_verdicts(states: list[JobState | None], copies: list[dict[int, int]]) -
             st.outcomes[p] = list(st.outcomes[first])
             if st.outputs is not None:
                 st.outputs[p] = list(st.outputs[first])
+            if first in st.compile_output:
+                st.compile_output[p] = st.compile_output[first]
     return sum(len(c) * st.job.shape[1] for st, c in zip(states, copies) if st is not None)
 
 
@@ -257,6 +260,8 @@ def run_unit(slot: Any, unit: Unit, st: JobState) -> None:
                     for i, o in zip(lost, again["outputs"]):
                         outputs[i] = o
     with st.lock:
+        if res is not None and st.job.language != "python" and res.get("detail"):
+            st.compile_output[unit.program] = str(res["detail"])
         st.outcomes[unit.program][unit.start:unit.stop] = outcomes
         if st.outputs is not None and outputs is not None:
             st.outputs[unit.program][unit.start:unit.stop] = outputs
@@ -273,6 +278,9 @@ def finish_batch(results: list[dict | None], states: list[JobState | None]) -> l
                "outcomes": st.outcomes, "seconds": round(max(0.0, st.t1 - st.t0), 6)}
         if st.outputs is not None:
             res["outputs"] = st.outputs
+        if st.job.language != "python":  # the compiler's diagnostics of each row ("" if none)
+            res["compile_output"] = [st.compile_output.get(p, "")
+                                     for p in range(st.job.shape[0])]
         results[i] = res
     return results  # type: ignore[return-value]
 
