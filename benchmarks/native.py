@@ -1,8 +1,8 @@
 """C++ in the sandbox against a bare compile-once-then-fork-exec baseline, measured in the same run.
 
 Workload: 40 C++ programs x 40 stdio tests (the sum-and-max problem of ``benchmarks/executor.py``:
-correct programs in every input style, ``<bits/stdc++.h>`` in a quarter of them, wrong answers,
-an ``int`` overflow, crashes, a compile error). The baseline compiles each program once with the
+17 correct programs in every input style, ``<bits/stdc++.h>`` in a quarter of them, 12 wrong answers,
+an ``int`` overflow among them, 10 crashes, a compile error; each program's text its own). The baseline compiles each program once with the
 sandbox's own flags (``g++ -std=c++17 -O2 -DONLINE_JUDGE -pipe -static``) and runs each cell as a
 plain ``fork``/``exec`` of the binary with the same CPU and address-space rlimits and wall cap,
 ``slots`` at a time, with no isolation at all. Each round gives every program a fresh source (a
@@ -70,16 +70,16 @@ def programs(tag: str = "") -> list[str]:
 
     def make(style, body):
         head, read = READ[style]
-        return (f"// {tag}\n{head}#include <vector>\n#include <cstdio>\n#include <stdexcept>\n"
-                f"int main() {{ {read} {SUM} {body} }}\n")
-    for i, body in enumerate(CORRECT * 4):  # 16 correct, every style
+        return (f"// {tag}, program {len(out)}\n{head}#include <vector>\n#include <cstdio>\n"
+                f"#include <stdexcept>\nint main() {{ {read} {SUM} {body} }}\n")
+    for i, body in enumerate(CORRECT * 4 + CORRECT[:1]):  # 17 correct, every style
         out.append(make(styles[i % 4], body))
     for i, body in enumerate(WRONG * 2):  # 12 wrong
         out.append(make(styles[(i + 1) % 4], body))
     for i, body in enumerate(CRASH * 2):  # 10 crashing
         out.append(make(styles[(i + 2) % 4], body))
-    out = out[:39]
     out.append(f"// {tag}\nint main() {{ return undefined; }}\n")  # a compile error
+    assert len(out) == N_CELLS
     return out
 
 
@@ -167,6 +167,9 @@ def main(argv=None) -> int:
             bare.append(dt)
             agree.append(sum(x == y for ra, rb in zip(res["outcomes"], got)
                              for x, y in zip(ra, rb)))
+            for i, (ra, rb) in enumerate(zip(res["outcomes"], got)):
+                if ra != rb and r == 0:
+                    print(f"  program {i}: executor {sorted(set(ra))}, baseline {sorted(set(rb))}")
             print(f"round {r}: executor {ours[-1]:.2f} s ({compiles[-1]} compiles), "
                   f"baseline {dt:.2f} s, outcomes agree {agree[-1]}/{cells}", flush=True)
         c0 = ex.stats()["compiles"]

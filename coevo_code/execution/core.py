@@ -203,6 +203,37 @@ def plan_units(states: list[JobState | None], copies: list[dict[int, int]], slot
     return units
 
 
+class UnitQueue:
+    """The units of a batch as the slots take them: Python units in order, from one line; a C++
+    or Java unit first to the slot its program's text hashes to, so that a program that comes
+    back (another job, the same batch again) finds its compile in that judge's cache. A slot
+    whose own units are done takes the next Python unit, then steals the last unit of the
+    slot with the most left: no slot idles while another has work."""
+
+    def __init__(self, units: list[Unit], slots: int):
+        import collections
+        import hashlib
+        self.lock = threading.Lock()
+        self.shared = collections.deque()
+        self.own = [collections.deque() for _ in range(max(1, slots))]
+        for u in units:
+            if u.request.get("language", "python") == "python":
+                self.shared.append(u)
+            else:
+                h = hashlib.sha256(u.request["program"].encode("utf-8", "surrogatepass"))
+                self.own[int.from_bytes(h.digest()[:8], "little") % len(self.own)].append(u)
+
+    def take(self, slot: int) -> Unit | None:
+        with self.lock:
+            mine = self.own[slot % len(self.own)]
+            if mine:
+                return mine.popleft()
+            if self.shared:
+                return self.shared.popleft()
+            other = max(self.own, key=len)
+            return other.pop() if other else None
+
+
 def _call(slot: Any, request: dict, budget_s: float, job_id) -> dict | None:
     """One request on ``slot``, starting its server if it has none: the answer, or None when
     the server failed (died, did not answer within ``budget_s``, or reported an error), which

@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterable
 
 from ..sandbox.server import DEFAULT_HASH_SEED, empty_dir
 from .backends import ExecutorBase
-from .core import copy_verdicts, finish_batch, plan_units, run_unit, same_programs, start_batch
+from .core import (UnitQueue, copy_verdicts, finish_batch, plan_units, run_unit, same_programs,
+                   start_batch)
 from .launchers import DISK_CAP_MB, Channel, DirectLauncher, Launcher, choose_launcher
 from .registry import Backend, Processes
 
@@ -330,13 +331,11 @@ class Executor(ExecutorBase):
         results, states = start_batch(jobs, self.languages())
         copies = [same_programs(st.job) if st is not None else {} for st in states]
         units = plan_units(states, copies, len(self.slots), self.chunk_tests)
-        order = iter(units)
-        lock = threading.Lock()
+        queue = UnitQueue(units, len(self.slots))
 
         def worker(slot: Slot):
             while True:
-                with lock:
-                    unit = next(order, None)
+                unit = queue.take(slot.index)
                 if unit is None:
                     return
                 run_unit(slot, unit, states[unit.job])
