@@ -203,35 +203,67 @@ def plan_units(states: list[JobState | None], copies: list[dict[int, int]], slot
     return units
 
 
+PLACED = 4096  # native programs whose slot the executor remembers
+
+
+def program_key(request: dict) -> bytes:
+    """A native unit's program, as the slots' caches know it (its language and text)."""
+    import hashlib
+    h = hashlib.sha256(request.get("language", "").encode())
+    h.update(b"\0" + request["program"].encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
 class UnitQueue:
     """The units of a batch as the slots take them: Python units in order, from one line; a C++
-    or Java unit first to the slot its program's text hashes to, so that a program that comes
-    back (another job, the same batch again) finds its compile in that judge's cache. A slot
-    whose own units are done takes the next Python unit, then steals the last unit of the
-    slot with the most left: no slot idles while another has work."""
+    or Java unit first to the slot that ran its program last (``placed``, kept by the executor
+    across batches), else to the slot its text hashes to, so that a program that comes back
+    (another job, the same batch again) finds its compile in that judge's cache. A slot whose
+    own units are done takes the next Python unit, then steals the last unit of the slot with
+    the most left: no slot idles while another has work."""
 
-    def __init__(self, units: list[Unit], slots: int):
+    def __init__(self, units: list[Unit], slots: int, placed: dict | None = None):
         import collections
-        import hashlib
         self.lock = threading.Lock()
         self.shared = collections.deque()
         self.own = [collections.deque() for _ in range(max(1, slots))]
+        self.placed = placed if placed is not None else {}
         for u in units:
             if u.request.get("language", "python") == "python":
                 self.shared.append(u)
             else:
-                h = hashlib.sha256(u.request["program"].encode("utf-8", "surrogatepass"))
-                self.own[int.from_bytes(h.digest()[:8], "little") % len(self.own)].append(u)
+                key = program_key(u.request)
+                where = self.placed.get(key)
+                fresh = where is None or where >= len(self.own)
+                if fresh:
+                    where = int.from_bytes(key[:8], "little") % len(self.own)
+                self.own[where].append((u, fresh))
+
+    def ran(self, unit: Unit, slot: int) -> None:
+        """Remember the slot that compiled ``unit``'s program (the last ``PLACED`` programs):
+        the next job with it goes there, whichever slot its hash names."""
+        if unit.request.get("language", "python") != "python":
+            with self.lock:
+                key = program_key(unit.request)
+                self.placed.pop(key, None)
+                self.placed[key] = slot
+                while len(self.placed) > PLACED:
+                    self.placed.pop(next(iter(self.placed)))
 
     def take(self, slot: int) -> Unit | None:
         with self.lock:
             mine = self.own[slot % len(self.own)]
             if mine:
-                return mine.popleft()
+                return mine.popleft()[0]
             if self.shared:
                 return self.shared.popleft()
-            other = max(self.own, key=len)
-            return other.pop() if other else None
+            for other in sorted(self.own, key=len, reverse=True):
+                for k in range(len(other) - 1, -1, -1):
+                    if other[k][1]:  # compiled nowhere yet: one compile wherever it runs
+                        unit = other[k][0]
+                        del other[k]
+                        return unit
+            return None
 
 
 def _call(slot: Any, request: dict, budget_s: float, job_id) -> dict | None:

@@ -171,6 +171,7 @@ class Executor(ExecutorBase):
                 s.cfg[layer] = False
         self._closed = False
         self._run_lock = threading.Lock()
+        self._placed: dict = {}  # native program -> the slot that compiled it (UnitQueue)
         try:
             self._start_slots()
         except RuntimeError as e:
@@ -331,7 +332,7 @@ class Executor(ExecutorBase):
         results, states = start_batch(jobs, self.languages())
         copies = [same_programs(st.job) if st is not None else {} for st in states]
         units = plan_units(states, copies, len(self.slots), self.chunk_tests)
-        queue = UnitQueue(units, len(self.slots))
+        queue = UnitQueue(units, len(self.slots), self._placed)
 
         def worker(slot: Slot):
             while True:
@@ -339,6 +340,7 @@ class Executor(ExecutorBase):
                 if unit is None:
                     return
                 run_unit(slot, unit, states[unit.job])
+                queue.ran(unit, slot.index)
                 if progress is not None:
                     progress(unit.stop - unit.start)
 

@@ -23,14 +23,18 @@ import struct
 import sys
 
 from . import seccomp
-from .protocol import (CHILD_SETUP_FAILED, EXIT_MEMORY, MEMORY, OK, OUTPUT, RUNTIME, SANDBOX, STATUS_CAP, SYNTAX, TIMEOUT, WRONG, recv, recv_msg,
-                       send, send_msg)
-from .cell import binds_program_object, output_text, value_tree
-from .outcomes import (_functional_outcome, _stdio_outcome, same_tokens,
-                       status_text, stdio_output, take_memfd)
-from .codec import TooLarge, canonical, decode, encode, marshal_is_plain
-from .protocol import read_exact
+from .answers import JUDGE_FRAME_CAP, NeedsTestProcess, _judge_decode, _opaque_text
+from .cell import output_text
+from .codec import TooLarge, canonical, encode, marshal_is_plain
 from .native import COMPILE_ROLE, Compiled, NativeZygote, find_tools, run_native
+from .outcomes import (_functional_outcome, _stdio_outcome, same_tokens, status_text,
+                       stdio_output, take_memfd)
+from .prepare import (_NO_VALUE, FLOOD_SCAN_BYTES, hash_flood,
+                      judge_compiled_test, literal_call, parse_test, tree_uses_modules,
+                      uses_modules)
+from .protocol import (CHILD_SETUP_FAILED, EXIT_MEMORY, MEMORY, OK, OUTPUT, RUNTIME, SANDBOX,
+                       STATUS_CAP, SYNTAX, TIMEOUT, WRONG, read_exact, recv, recv_msg, send,
+                       send_msg)
 from .zygote import Zygote, fresh_depth, sealed_memfd
 
 INPUT_CACHE_BYTES = 64 << 20  # test inputs kept as sealed memfds across units
@@ -49,203 +53,6 @@ class ZygoteGone(RuntimeError):
 
 def _no_handle(obj):
     raise TypeError("a %s cannot be passed to the program" % type(obj).__name__)
-
-
-def uses_modules(code, roots, nested=True):
-    """Whether compiled code may import one of the top-level modules ``roots`` (import statements
-    put the module name in co_names; ``__import__("x")`` and importlib leave it in co_consts);
-    with ``nested=False``, only its own top level, not the functions it defines."""
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        for name in c.co_names:
-            if name.split(".")[0] in roots:
-                return True
-        for k in c.co_consts:
-            if isinstance(k, str):
-                if k.split(".")[0] in roots:
-                    return True
-            elif nested and hasattr(k, "co_names"):
-                stack.append(k)
-    return False
-
-
-def parse_test(src):
-    """A functional test's syntax tree, or None where it does not parse (the test's process then
-    compiles it and fails on its own)."""
-    try:
-        return ast.parse(src, "test.py")
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return None
-
-
-def judge_compiled_test(src, tree):
-    """A short functional test compiled by the judge, once per unit, for every cell that runs it
-    (``cell.value_tree`` applied to its syntax tree ``tree``, which it changes); the source
-    itself where the judge leaves compiling to the test's own process: a long source (past FLOOD_SCAN_BYTES, where colliding constants could
-    cost the compiler quadratic time), or one that fails to parse or compile here (a 1,500-level
-    expression's RecursionError): that test then fails in its own cell, with its own error, and
-    no other test or program of the unit is touched. A short source's compile is bounded by its
-    length (CPython folds constants only up to small fixed sizes)."""
-    if tree is None or len(src) > FLOOD_SCAN_BYTES:
-        return src
-    try:
-        return compile(value_tree(tree), "test.py", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return src
-
-
-def tree_uses_modules(tree, roots):
-    """``uses_modules`` on a syntax tree: names, attributes, imports and string constants."""
-    for node in ast.walk(tree):
-        t = type(node)
-        if t is ast.Name:
-            name = node.id
-        elif t is ast.Import or t is ast.ImportFrom:
-            if t is ast.ImportFrom and node.module and node.module.split(".")[0] in roots:
-                return True
-            if any(a.name.split(".")[0] in roots for a in node.names):
-                return True
-            continue
-        elif t is ast.Constant and type(node.value) is str:
-            name = node.value
-        else:
-            continue
-        if name.split(".")[0] in roots:
-            return True
-    return False
-
-
-FLOOD_SCAN_BYTES = 8 << 10  # sources past this are scanned for colliding constants
-FLOOD_DISTINCT = 64  # distinct constants of one hash that make a source a hash flood
-
-
-def hash_flood(src, tree=None):
-    """Whether a source holds many distinct constants of one hash (20,000 ints that collide mod
-    2**61 - 1): compiling it, or evaluating its literals, costs quadratic time. Linear: hash
-    values hash to themselves, and each is compared with at most FLOOD_DISTINCT others. Short
-    sources are not scanned (a flood needs long numbers: a few hundred cost milliseconds)."""
-    if len(src) <= FLOOD_SCAN_BYTES:
-        return False
-    if tree is None:
-        try:
-            tree = ast.parse(src)
-        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-            return False
-    seen = {}
-    for node in ast.walk(tree):
-        if type(node) is not ast.Constant:
-            continue
-        v = node.value
-        if type(v) not in (int, float, complex, str, bytes):
-            continue
-        h = hash(v)
-        values = seen.get(h)
-        if values is None:
-            seen[h] = [v]
-        elif not any(type(w) is type(v) and w == v for w in values):
-            values.append(v)
-            if len(values) > FLOOD_DISTINCT:
-                return True
-    return False
-
-
-_NO_VALUE = object()
-JUDGE_FRAME_CAP = 4 << 20  # the largest answer the judge reads (larger: a test process)
-
-
-class NeedsTestProcess(Exception):
-    """A test the judge cannot decide alone after all (an answer holding numpy values)."""
-
-
-def literal_call(tree, entry, setup_code):
-    """``(name, args, kwargs, expected)`` when a test is exactly ``assert NAME(literals) ==
-    literal`` (expected) or ``NAME(literals)`` (a probe: expected is ``_NO_VALUE``), with NAME
-    a global of the program the test process would bind (not a builtin's or a standard module's
-    name unless it is the entry point, not one the setup defines); else None. Such a test needs
-    no code of its own: the judge calls the program and compares the answer itself, with the
-    same exact-type values and the same ``==`` the test process would use."""
-    if tree is None or len(tree.body) != 1:
-        return None
-    node = tree.body[0]
-    if (isinstance(node, ast.Assert) and node.msg is None and isinstance(node.test, ast.Compare)
-            and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq)):
-        call, exp = node.test.left, node.test.comparators[0]
-    elif isinstance(node, ast.Expr):
-        call, exp = node.value, None
-    else:
-        return None
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
-        return None
-    name = call.func.id
-    if name in setup_code.co_names or not binds_program_object(name, entry):
-        return None
-    try:
-        args = tuple(ast.literal_eval(a) for a in call.args if not isinstance(a, ast.Starred))
-        if len(args) != len(call.args) or any(k.arg is None for k in call.keywords):
-            return None
-        kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-        expected = _NO_VALUE if exp is None else ast.literal_eval(exp)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return name, args, kwargs, expected
-
-
-class _Opaque:
-    """The judge's stand-in for a handle: equal only to itself; its repr is the program's."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, k, text):
-        self.text = text
-
-    def __repr__(self):
-        return self.text
-
-
-def _opaque_text(v):
-    return v.text if type(v) is _Opaque else None
-
-
-JUDGE_NODES = 200_000  # nodes of an answer the judge decodes itself (marshal shares repeated
-JUDGE_ITEMS = 10_000  # sub-trees, so a small frame can name 2**60 of them); items of a mapping
-JUDGE_INT_BITS = 1 << 16  # or set (colliding keys make building one quadratic); bits of a number
-
-
-def _judge_decode(tree):
-    """Decode an answer in the judge, which has no CPU limit: anything costly (too many nodes,
-    large mappings or sets, huge numbers, numpy values) is left to a test process, which has."""
-    stack, seen = [tree], 0
-    while stack:
-        x = stack.pop()
-        seen += 1
-        if seen > JUDGE_NODES:
-            raise NeedsTestProcess
-        t = type(x)
-        if t is int:
-            if x.bit_length() > JUDGE_INT_BITS:
-                raise NeedsTestProcess
-        elif t is tuple:
-            if x and x[0] in ("NA", "NS", "DEC", "FR"):
-                raise NeedsTestProcess
-            if len(x) > JUDGE_ITEMS and x[:1] != ("L",) and x[:1] != ("T",):
-                raise NeedsTestProcess
-            if x and x[0] in ("D", "C", "O", "DD", "S", "F", "Q") and any(
-                    type(y) is tuple and len(y) > JUDGE_ITEMS for y in x[1:]):
-                raise NeedsTestProcess
-            stack.extend(x)
-
-    handles = {}
-
-    def handle(k, text, *shape):  # one stand-in per object of the program, as in a test process
-        h = handles.get(k)
-        if h is None:
-            h = handles[k] = _Opaque(k, text)
-        else:
-            h.text = text
-        return h
-    return decode(tree, handle)
-
 
 
 def empty_dir(path, limit=1 << 20):
