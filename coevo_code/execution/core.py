@@ -147,7 +147,8 @@ def cell_budget_s(job: Job) -> float:
 def unit_budget_s(job: Job, tests: int) -> float:
     """The time a server may take to answer one :class:`Unit` of ``tests`` cells (a native
     program's compile's wall cap included)."""
-    compile_s = 3 * job.compile_time_limit_s + 5 if job.language != "python" else 0.0
+    compile_s = (max(3 * job.compile_time_limit_s + 5, 30.0) if job.language != "python"
+                 else 0.0)  # the compile's wall cap (sandbox.native.compile_wall_s)
     return tests * cell_budget_s(job) + compile_s + UNIT_MARGIN_S
 
 

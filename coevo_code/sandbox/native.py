@@ -9,7 +9,7 @@ It runs two kinds of cell:
 
 - **compile**: the cell writes the source from its memfd into the compile work dir and executes
   the compiler there, with its own limits (CPU seconds per process, address space, file size,
-  the diagnostics capped), under a filter that lets the compiler's driver start its passes
+  the diagnostics capped; a wall cap), under a filter that lets the compiler's driver start its passes
   (fork and exec) and nothing else the program cells are denied; every process of the compile is
   killed at the end. The judge then reads the artifact (a static ELF binary; Java's class files)
   into a sealed memfd and empties the dir.
@@ -108,7 +108,13 @@ def _java_code(src):
     return _JAVA_COMMENTS.sub(" ", src)
 
 
-COMPILE_TIME_S = 10.0  # CPU seconds per process of a compile (its wall cap: 3x + 5 s)
+COMPILE_TIME_S = 10.0  # CPU seconds per process of a compile (its wall cap: compile_wall_s)
+
+
+def compile_wall_s(time_s):
+    """A compile's wall-clock cap for ``time_s`` CPU seconds per process (the host's unit budget,
+    ``execution.core.unit_budget_s``, allows the same)."""
+    return max(3 * time_s + 5, 30.0)
 COMPILE_DIAG_BYTES = 64 << 10  # what a compile may print (more is cut: the tail is kept)
 ARTIFACT_BYTES = 64 << 20  # the largest binary (or all class files of one program)
 ARTIFACT_FILES = 256  # class files of one Java program
@@ -269,9 +275,14 @@ def run_argv(runner, mem_mb, main):
             for a in runner.run]
 
 
+VM_FAILED = "Error occurred during initialization of VM"
+
+
 class CompilerGone(RuntimeError):
-    """The harness failed at a compile: its cell could not be set up, or the compiler could
-    not be started (the program is not to blame: ``sandbox_error``, never cached)."""
+    """The harness failed at a compile: its cell could not be set up, the compiler could not be
+    started, or it was stopped by the wall clock before it used its CPU time (a loaded
+    machine). The program is not to blame: ``sandbox_error`` (the executor runs the unit once
+    more on a fresh judge), never cached."""
 
 
 def compile_program(judge, runner, req):
@@ -289,16 +300,21 @@ def compile_program(judge, runner, req):
         judge.compiled.compiles += 1
         res = judge._spawn(judge.zygotes["native"],
                            {"mode": "compile", "language": runner.language, "time": time_s,
-                            "wall": 3 * time_s + 5, "source_name": name},
+                            "wall": compile_wall_s(time_s), "source_name": name},
                            [src_fd, diag_fd], clean=False)
         diag = diagnostics(take_memfd(diag_fd, COMPILE_DIAG_BYTES + 1))
         try:
-            (rc, sig, _), = res["cells"]
+            (rc, sig, used), = res["cells"]
             if not res["exec"] and not res["killed"]:
                 raise CompilerGone(diag or "the compile cell could not be set up")
+            if res["killed"] and used < time_s:  # the wall cap on a loaded machine, not the
+                raise CompilerGone("the compile ran past its wall cap (%g s) with %.1f CPU s: "
+                                   "the machine is too loaded" % (compile_wall_s(time_s), used))
+            if rc and VM_FAILED in diag:  # the compiler's JVM could not start (its threads,
+                raise CompilerGone(diag[:300])  # its memory): the machine's state, not the code
             if res["killed"] or sig or rc != 0:
-                why = ("the compile ran past its time limit (%g CPU s per process, %g s wall)"
-                       % (time_s, 3 * time_s + 5) if res["killed"] or sig == signal.SIGXCPU
+                why = ("the compile ran past its time limit (%g CPU s per process)" % time_s
+                       if res["killed"] or sig == signal.SIGXCPU
                        else "the compiler was killed by signal %d" % sig if sig else "")
                 entry = (None, 0, (diag + "\n" + why).strip() or "exit status %d" % rc)
             else:
@@ -340,7 +356,7 @@ def run_native(judge, req):
         entry = compile_program(judge, runner, req)
     except CompilerGone as e:
         return {"outcomes": [SANDBOX] * n, "outputs": outputs, "cpu": cpu,
-                "detail": "the compiler could not be started: %s" % e}
+                "detail": "the compile failed in the harness: %s" % e}
     fd, _, main = entry
     if fd is None:
         return {"outcomes": [COMPILE] * n, "outputs": outputs, "cpu": cpu, "detail": main}
@@ -459,6 +475,7 @@ class NativeZygote:
         mode = req["mode"]
         runner = RUNNERS[req["language"]]
         ready_r, ready_w = os.pipe()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         pid = seccomp.fast_fork()
         if pid == 0:
@@ -483,6 +500,9 @@ class NativeZygote:
         used = ru.ru_utime + ru.ru_stime
         if mode == "compile" or killed or not self.filters:
             Zygote._sweep(self)  # the compiler's passes (or anything that outlived its cell)
+        if mode == "compile":  # every process of the compile, each reaped by now (its passes
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)  # by the driver or the sweep)
+            used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         # "r": isolated; "!": exec failed, after which the cell exits 121: the sandbox's failure
         isolated = said.startswith(b"r") and b"!" not in said
         return {"cells": [[code, sig, used]], "killed": killed, "exec": isolated}
