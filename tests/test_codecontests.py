@@ -255,3 +255,43 @@ def test_a_row_reading_input_txt_runs_with_files(tmp_path, executor):
     assert "1 with other file names (run as stdio) (8_G)" in ts.summary()
     p = check_tasks(ts, executor).per_problem[0]
     assert (p.references_passed, p.incorrect_failed) == (1, 1)  # stdout is not its answer
+
+
+CPP_DOUBLE = "#include <cstdio>\nint main(){int n; scanf(\"%d\",&n); printf(\"%d\\n\",2*n);}"
+CPP_WRONG = "#include <cstdio>\nint main(){int n; scanf(\"%d\",&n); printf(\"%d\\n\",n+n+(n>4));}"
+JAVA_DOUBLE = ("import java.util.*;\npublic class Main { public static void main(String[] a) {"
+               " System.out.println(2 * new Scanner(System.in).nextInt()); } }")
+JAVA_WRONG = ("public class Main { public static void main(String[] a) throws Exception {"
+              " System.out.println(System.in.read() - '0'); } }")
+
+
+def test_check_runs_cpp_and_java_solutions(tmp_path, executor):
+    """--languages: the row's C++ and Java solutions and incorrect solutions are kept and run,
+    counted per language; a C++ reference that does not compile fails with compile_error; the
+    default (Python) loads and checks exactly as before."""
+    if not all(executor.languages().get(lang, (False,))[0] for lang in ("cpp", "java")):
+        pytest.skip("no C++ or Java toolchain here")
+    src = tmp_path / "cc.jsonl"
+    row = cc_row("1_A", generated_tests={"input": ["9\n"], "output": ["18\n"]},
+                 solutions={"language": [3, 2, 2, 4], "solution": [
+                     DOUBLE, CPP_DOUBLE, "int main( {", JAVA_DOUBLE]},
+                 incorrect_solutions={"language": [3, 2, 4],
+                                      "solution": [WRONG, CPP_WRONG, JAVA_WRONG]})
+    src.write_text(json.dumps(row) + "\n")
+    plain = load_tasks("codecontests", src)
+    assert "native_references" not in plain[0].metadata
+    py = check_tasks(plain, executor)
+    assert (py.checked, py.passed) == (1, 1) and "languages" not in py.per_problem[0].to_dict()
+    ts = load_tasks("codecontests", src, languages="python,cpp,java")
+    native = ts[0].metadata["native_references"]
+    assert (len(native["cpp"]), len(native["java"])) == (2, 1)
+    rep = check_tasks(ts, executor, languages=("python", "cpp", "java"))
+    p = rep.per_problem[0]
+    assert p.languages == {"python": {"references": 1, "passed": 1, "incorrect": 1, "failed": 1},
+                           "cpp": {"references": 2, "passed": 1, "incorrect": 1, "failed": 1},
+                           "java": {"references": 1, "passed": 1, "incorrect": 1, "failed": 1}}
+    assert (rep.checked, rep.passed) == (4, 3) and p.failing_references == ["cpp 1"]
+    assert p.failures["public 0"] == {"compile_error": 1}
+    assert "cpp 1/2, incorrect failing 1/1" in p.line()
+    with pytest.raises(LoaderError, match="languages must be among python, cpp, java, got go"):
+        load_tasks("codecontests", src, languages="python,go")

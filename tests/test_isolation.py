@@ -67,9 +67,9 @@ def test_work_dir_is_private_and_removed(executor):
     assert {o for row in res["outputs"] for o in row} == {"['mine.txt', 'sub']\n"}
     if executor.isolation["launcher"] == "direct":
         for slot in executor.slots:
-            # the program's and the test's work dirs, emptied after every cell
+            # the program's, the test's and the compiles' work dirs, emptied after every cell
             left = sorted(p.name for p in Path(slot.cfg["workdir"]).rglob("*"))
-            assert left == ["p", "t"]
+            assert left == ["c", "p", "t"]
 
 
 def test_a_dead_server_is_replaced(tmp_path):

@@ -125,16 +125,59 @@ def test_sandbox_fusion_client_runs_python(server):
     assert r.status == RunStatus.Failed and r.run_result.return_code != 0
 
 
+def test_sandbox_fusion_client_runs_cpp_and_java(server):
+    def run(language, code, **kw):
+        return run_code(RunCodeRequest(language=language, code=code, **kw), endpoint=server.url,
+                        max_attempts=1, client_timeout=60)
+
+    cpp = '#include <bits/stdc++.h>\nint main(){std::string s; std::cin>>s; std::cout<<"hi "<<s<<"\\n";}'
+    r = run("cpp", cpp, stdin="coevo\n")
+    assert r.status == RunStatus.Success, r
+    assert r.compile_result.status == "Finished" and r.compile_result.return_code == 0
+    assert r.run_result.stdout == "hi coevo\n" and r.run_result.return_code == 0
+    assert summary_run_code_result(r, SummaryMapping()) == "Success"
+    r = run("cpp", "int main() { return undefined_name; }")
+    assert r.status == RunStatus.Failed and r.run_result is None
+    assert r.compile_result.return_code == 1 and "undefined_name" in r.compile_result.stderr
+    assert summary_run_code_result(r, SummaryMapping(CompileFailed="CE")) == "CE"
+    r = run("cpp", "int main(){ for(;;){} }", run_timeout=0.5)
+    assert r.status == RunStatus.Failed and r.run_result.status == "TimeLimitExceeded"
+    assert summary_run_code_result(r, SummaryMapping(RunTimeout="TLE")) == "TLE"
+    r = run("cpp", "int main(){ volatile int* p = nullptr; *p = 1; }")
+    assert r.status == RunStatus.Failed and r.run_result.return_code == 1
+
+    java = ("import java.util.*;\npublic class Main { public static void main(String[] a) {"
+            " System.out.println(new Scanner(System.in).nextInt() * 2); } }")
+    r = run("java", java, stdin="21\n")
+    assert r.status == RunStatus.Success and r.run_result.stdout == "42\n", r
+    r = run("java", "public class Main { void f() { int x = } }")
+    assert r.status == RunStatus.Failed and r.run_result is None
+    assert "error" in r.compile_result.stderr
+    # /execute speaks the languages too: its compile errors come back with the compiler's text
+    d = httpx.post(server.url + "/execute", timeout=60, json={"jobs": [
+        {"id": "c", "language": "cpp", "programs": [cpp, "int main( {"],
+         "tests": [{"input": "x\n", "output": "hi x\n"}, {"input": "y\n", "output": "hi z\n"}]}]}
+    ).json()["results"][0]
+    assert d["outcomes"] == [["ok", "wrong_answer"], ["compile_error", "compile_error"]], d
+    assert d["compile_output"][0] == "" and "error" in d["compile_output"][1]
+
+
 def test_sandbox_fusion_other_language_and_bad_requests(server):
-    with pytest.raises(Exception, match="runs language 'python' only; got 'cpp'"):
-        run_code(RunCodeRequest(language="cpp", code="int main(){}"), endpoint=server.url,
-                 max_attempts=1)
+    # a language it does not run is refused at once: the official client does not retry it
+    t0 = time.monotonic()
+    r = run_code(RunCodeRequest(language="python2", code="print 1"), endpoint=server.url,
+                 max_attempts=5, client_timeout=30)
+    assert time.monotonic() - t0 < 5
+    assert r.status == RunStatus.Failed and r.run_result is None and r.compile_result is None
+    assert "runs languages python, cpp and java; got 'python2'" in r.message
     d = httpx.post(server.url + "/run_code", json={"code": "x", "language": "rust"}).json()
-    assert d["status"] == "SandboxError" and d["run_result"] is None and "'rust'" in d["message"]
+    assert d["status"] == "Failed" and d["run_result"] is None and "'rust'" in d["message"]
     for body, reason in (({"language": "python"}, "'code' must be a string"),
                          ({"code": "1", "run_timeout": "x"}, "'run_timeout' must be a finite"),
                          ({"code": "1", "files": {"../x": "AA=="}}, "relative path"),
-                         ({"code": "1", "files": {"a": "!!"}}, "not valid base64")):
+                         ({"code": "1", "files": {"a": "!!"}}, "not valid base64"),
+                         ({"code": "1", "language": "cpp", "files": {"a": "AA=="}},
+                          "language 'python' only")):
         r = httpx.post(server.url + "/run_code", json=body)
         assert r.status_code == 400 and reason in r.json()["error"], r.text
     assert httpx.get(server.url + "/v1/ping").text == "pong"

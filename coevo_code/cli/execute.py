@@ -147,6 +147,12 @@ ADVICE = {
 }
 
 
+LANGUAGE_ADVICE = {
+    "cpp": "apt-get install g++ (the bwrap and direct launchers see the host's; the docker "
+           "image holds no compiler)",
+    "java": "apt-get install default-jdk-headless (javac and java; not in the docker image)"}
+
+
 class DoctorCommand(OptionsCommand):
     name = "doctor"
     help = "show which sandbox layers and generation engines are active, and how to fix others"
@@ -172,6 +178,7 @@ class DoctorCommand(OptionsCommand):
         except (IsolationError, RuntimeError, ValueError) as e:
             raise CLIError(str(e))
         rep = ex.isolation
+        languages = ex.languages()
         ex.close()
         print(f"launcher: {rep['launcher']}   python: {rep['python']}   "
               f"preloaded: {', '.join(rep['preloaded'])}")
@@ -193,6 +200,11 @@ class DoctorCommand(OptionsCommand):
             print(f"        {'':<{width}}  to enable: {ADVICE['container']}")
         seeded, how = rep["hash_seed"]
         print(f"  [{'on ' if seeded else 'OFF'}] {'hash seed':<{width}}  {how}")
+        print("languages: python" + "".join(f", {k}" for k, (on, _) in languages.items() if on))
+        for lang, (on, detail) in languages.items():
+            print(f"  [{'on ' if on else 'OFF'}] {lang:<12}  {detail}")
+            if not on:
+                print(f"        {'':<12}  to enable: {LANGUAGE_ADVICE.get(lang, '')}")
         from ..generation.engines import engine_report
         print("generation engines:")
         for name, on, detail in engine_report():

@@ -34,6 +34,8 @@ class CheckOptions:
     references: int | None = option(None, "run the first N references (and N incorrect "
                                           "solutions) of each problem (default: all)")
     no_incorrect: bool = option(False, "do not run the incorrect solutions a dataset publishes")
+    languages: str | None = option(None, "codecontests: whose solutions to run, comma-separated "
+                                         "among python, cpp, java (default: python)")
     limit: int | None = option(None, "humanevalplus/mbppplus: check a seeded sample")
     seed: int = option(0, "seed of the sample")
     report: str | None = option(None, "write the per-problem report (JSON) to this file")
@@ -131,11 +133,17 @@ class TasksCommand(OptionsCommand):
             print(ts.summary())
             if not len(ts):
                 raise CLIError(f"{args.name}: no problem left to check")
-            cells = sum(len(t.tests) * min(len(t.references), args.references or 1 << 62)
-                        for t in ts)  # the references' cells (incorrect solutions come after)
+            from ..tasks.check import reference_count
+            from ..tasks.codecontests import parse_languages
+            try:
+                languages = parse_languages(args.languages or "python")
+            except LoaderError as e:
+                raise CLIError(str(e))
+            cells = sum(len(t.tests) * min(reference_count(t, lang), args.references or 1 << 62)
+                        for t in ts for lang in languages)  # the references' cells
             with tqdm(total=cells, unit="cell", disable=args.quiet, file=sys.stderr) as bar:
                 report = check_tasks(ts, ex, progress=bar.update, references=args.references,
-                                     incorrect=not args.no_incorrect)
+                                     incorrect=not args.no_incorrect, languages=languages)
         finally:
             ex.close()
         if args.verbose:
@@ -212,4 +220,8 @@ def dataset_options(args) -> dict:
         if name != "codeforces":
             raise CLIError("--dataset_config applies to codeforces")
         options["config"] = args.dataset_config
+    if getattr(args, "languages", None) is not None:
+        if name != "codecontests":
+            raise CLIError("--languages applies to codecontests")
+        options["languages"] = args.languages
     return options

@@ -52,6 +52,7 @@ class JobState:
     t0: float = 0.0
     t1: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    compile_output: dict = field(default_factory=dict)  # C++/Java: row -> the compiler's text
 
     @classmethod
     def empty(cls, job: Job) -> "JobState":
@@ -71,9 +72,12 @@ class Unit:
     budget_s: float
 
 
-def start_batch(jobs: Iterable[Any]) -> tuple[list[dict | None], list[JobState | None]]:
+def start_batch(jobs: Iterable[Any], languages: dict | None = None
+                ) -> tuple[list[dict | None], list[JobState | None]]:
     """A batch's jobs parsed, for any backend: the results so far (a malformed job's
-    ``{"id", "error"}``, None elsewhere) and an empty state per well-formed job."""
+    ``{"id", "error"}``, None elsewhere) and an empty state per well-formed job.
+    ``languages``: the judges' ``{language: (available, detail)}`` for C++ and Java (None: not
+    known); a job in a language the sandbox cannot run gets its error, not a matrix."""
     results: list[dict | None] = []
     states: list[JobState | None] = []
     for raw in jobs:
@@ -89,6 +93,13 @@ def start_batch(jobs: Iterable[Any]) -> tuple[list[dict | None], list[JobState |
                                                 f"{str(e)[:200]})"})
             states.append(None)
             continue
+        if job.language != "python" and languages is not None:
+            on, why = languages.get(job.language, (False, "this judge does not know it"))
+            if not on:
+                results.append({"id": jid, "error": f"'language' {job.language!r} cannot run "
+                                                    f"in this sandbox: {why}"})
+                states.append(None)
+                continue
         states.append(JobState.empty(job))
         results.append(None)
     return results, states
@@ -122,6 +133,8 @@ def copy_verdicts(states: list[JobState | None], copies: list[dict[int, int]]) -
             st.outcomes[p] = list(st.outcomes[first])
             if st.outputs is not None:
                 st.outputs[p] = list(st.outputs[first])
+            if first in st.compile_output:
+                st.compile_output[p] = st.compile_output[first]
     return sum(len(c) * st.job.shape[1] for st, c in zip(states, copies) if st is not None)
 
 
@@ -132,8 +145,11 @@ def cell_budget_s(job: Job) -> float:
 
 
 def unit_budget_s(job: Job, tests: int) -> float:
-    """The time a server may take to answer one :class:`Unit` of ``tests`` cells."""
-    return tests * cell_budget_s(job) + UNIT_MARGIN_S
+    """The time a server may take to answer one :class:`Unit` of ``tests`` cells (a native
+    program's compile's wall cap included)."""
+    compile_s = (max(3 * job.compile_time_limit_s + 5, 30.0) if job.language != "python"
+                 else 0.0)  # the compile's wall cap (sandbox.native.compile_wall_s)
+    return tests * cell_budget_s(job) + compile_s + UNIT_MARGIN_S
 
 
 def job_units(index: int, job: Job, size: int) -> list[Unit]:
@@ -158,6 +174,8 @@ def job_units(index: int, job: Job, size: int) -> list[Unit]:
                    "wall": job.wall_limit_s, "mem_mb": job.memory_limit_mb,
                    "out_mb": job.output_limit_mb, "return_outputs": job.return_outputs,
                    "checker": job.checker, "seed": seed}
+            if job.language != "python":  # Python's request stays as it was
+                req.update(language=job.language, compile_time=job.compile_time_limit_s)
             out.append(Unit(index, p, a, b, req, unit_budget_s(job, b - a)))
     return out
 
@@ -166,7 +184,10 @@ def plan_units(states: list[JobState | None], copies: list[dict[int, int]], slot
                chunk_tests: int) -> list[Unit]:
     """The units of a batch for ``slots`` slots, copies left out: units of up to
     ``chunk_tests`` tests; on small batches (fewer than four units per slot), smaller ones, so
-    that a slow row (an infinite loop times every one of its tests) spreads over all slots."""
+    that a slow row (an infinite loop times every one of its tests) spreads over all slots. A
+    C++ or Java program's row is one unit, whatever its length: the judge that runs it compiles
+    it once for all its tests, so an n x t matrix compiles n times (a row is not spread over
+    slots; the judge's cache serves a program that comes back in a later job)."""
     want = 4 * slots
     chunk = chunk_tests
     big = sum((st.job.shape[0] - len(c)) * -(-st.job.shape[1] // chunk)
@@ -177,8 +198,73 @@ def plan_units(states: list[JobState | None], copies: list[dict[int, int]], slot
             n, t = st.job.shape
             n -= len(copies[i])
             size = chunk if big else max(1, min(chunk, -(-n * t // want)))
+            if st.job.language != "python":  # a native program's row is one unit: one judge
+                size = max(1, t)  # compiles it once for all its tests
             units.extend(u for u in job_units(i, st.job, size) if u.program not in copies[i])
     return units
+
+
+PLACED = 4096  # native programs whose slot the executor remembers
+
+
+def program_key(request: dict) -> bytes:
+    """A native unit's program, as the slots' caches know it (its language and text)."""
+    import hashlib
+    h = hashlib.sha256(request.get("language", "").encode())
+    h.update(b"\0" + request["program"].encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
+class UnitQueue:
+    """The units of a batch as the slots take them: Python units in order, from one line; a C++
+    or Java unit first to the slot that ran its program last (``placed``, kept by the executor
+    across batches), else to the slot its text hashes to, so that a program that comes back
+    (another job, the same batch again) finds its compile in that judge's cache. A slot whose
+    own units are done takes the next Python unit, then steals the last unit of the slot with
+    the most left: no slot idles while another has work."""
+
+    def __init__(self, units: list[Unit], slots: int, placed: dict | None = None):
+        import collections
+        self.lock = threading.Lock()
+        self.shared = collections.deque()
+        self.own = [collections.deque() for _ in range(max(1, slots))]
+        self.placed = placed if placed is not None else {}
+        for u in units:
+            if u.request.get("language", "python") == "python":
+                self.shared.append(u)
+            else:
+                key = program_key(u.request)
+                where = self.placed.get(key)
+                fresh = where is None or where >= len(self.own)
+                if fresh:
+                    where = int.from_bytes(key[:8], "little") % len(self.own)
+                self.own[where].append((u, fresh))
+
+    def ran(self, unit: Unit, slot: int) -> None:
+        """Remember the slot that compiled ``unit``'s program (the last ``PLACED`` programs):
+        the next job with it goes there, whichever slot its hash names."""
+        if unit.request.get("language", "python") != "python":
+            with self.lock:
+                key = program_key(unit.request)
+                self.placed.pop(key, None)
+                self.placed[key] = slot
+                while len(self.placed) > PLACED:
+                    self.placed.pop(next(iter(self.placed)))
+
+    def take(self, slot: int) -> Unit | None:
+        with self.lock:
+            mine = self.own[slot % len(self.own)]
+            if mine:
+                return mine.popleft()[0]
+            if self.shared:
+                return self.shared.popleft()
+            for other in sorted(self.own, key=len, reverse=True):
+                for k in range(len(other) - 1, -1, -1):
+                    if other[k][1]:  # compiled nowhere yet: one compile wherever it runs
+                        unit = other[k][0]
+                        del other[k]
+                        return unit
+            return None
 
 
 def _call(slot: Any, request: dict, budget_s: float, job_id) -> dict | None:
@@ -238,6 +324,8 @@ def run_unit(slot: Any, unit: Unit, st: JobState) -> None:
                     for i, o in zip(lost, again["outputs"]):
                         outputs[i] = o
     with st.lock:
+        if res is not None and st.job.language != "python" and res.get("detail"):
+            st.compile_output[unit.program] = str(res["detail"])
         st.outcomes[unit.program][unit.start:unit.stop] = outcomes
         if st.outputs is not None and outputs is not None:
             st.outputs[unit.program][unit.start:unit.stop] = outputs
@@ -254,6 +342,9 @@ def finish_batch(results: list[dict | None], states: list[JobState | None]) -> l
                "outcomes": st.outcomes, "seconds": round(max(0.0, st.t1 - st.t0), 6)}
         if st.outputs is not None:
             res["outputs"] = st.outputs
+        if st.job.language != "python":  # the compiler's diagnostics of each row ("" if none)
+            res["compile_output"] = [st.compile_output.get(p, "")
+                                     for p in range(st.job.shape[0])]
         results[i] = res
     return results  # type: ignore[return-value]
 

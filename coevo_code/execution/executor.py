@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterable
 
 from ..sandbox.server import DEFAULT_HASH_SEED, empty_dir
 from .backends import ExecutorBase
-from .core import copy_verdicts, finish_batch, plan_units, run_unit, same_programs, start_batch
+from .core import (UnitQueue, copy_verdicts, finish_batch, plan_units, run_unit, same_programs,
+                   start_batch)
 from .launchers import DISK_CAP_MB, Channel, DirectLauncher, Launcher, choose_launcher
 from .registry import Backend, Processes
 
@@ -170,6 +171,7 @@ class Executor(ExecutorBase):
                 s.cfg[layer] = False
         self._closed = False
         self._run_lock = threading.Lock()
+        self._placed: dict = {}  # native program -> the slot that compiled it (UnitQueue)
         try:
             self._start_slots()
         except RuntimeError as e:
@@ -247,13 +249,28 @@ class Executor(ExecutorBase):
         return [s.channel.pid for s in self.slots if s.channel is not None]
 
     def stats(self) -> dict:
-        """Counters summed over slots: ``cells`` is the number of children forked so far."""
-        total = 0
+        """Counters summed over slots: ``cells`` is the number of children forked so far (a
+        compile is one), ``compiles`` the number of C++ and Java compiles (the compile cache's
+        misses)."""
+        total = compiles = 0
         with self._run_lock:
             for s in self.slots:
                 if s.channel is not None:
-                    total += s.call({"op": "stats"}, 10.0).get("cells", 0)
-        return {"cells": total}
+                    got = s.call({"op": "stats"}, 10.0)
+                    total += got.get("cells", 0)
+                    compiles += got.get("compiles", 0)
+        return {"cells": total, "compiles": compiles}
+
+    def languages(self) -> dict:
+        """``{language: (available, detail)}`` for the native languages, as the judges found
+        their toolchains (``cpp``, ``java``; Python is always there): a language is available
+        only where every slot's judge has it."""
+        out: dict = {}
+        for s in self.slots:
+            for lang, (on, why) in (s.hello.get("languages") or {}).items():
+                if lang not in out or (out[lang][0] and not on):
+                    out[lang] = (bool(on), why)
+        return out
 
     def _isolation_report(self) -> dict:
         layers: dict[str, tuple[bool, str]] = {}
@@ -312,19 +329,18 @@ class Executor(ExecutorBase):
     def _run(self, jobs, progress) -> list[dict]:
         if self._closed:
             raise RuntimeError("this Executor is closed")
-        results, states = start_batch(jobs)
+        results, states = start_batch(jobs, self.languages())
         copies = [same_programs(st.job) if st is not None else {} for st in states]
         units = plan_units(states, copies, len(self.slots), self.chunk_tests)
-        order = iter(units)
-        lock = threading.Lock()
+        queue = UnitQueue(units, len(self.slots), self._placed)
 
         def worker(slot: Slot):
             while True:
-                with lock:
-                    unit = next(order, None)
+                unit = queue.take(slot.index)
                 if unit is None:
                     return
                 run_unit(slot, unit, states[unit.job])
+                queue.ran(unit, slot.index)
                 if progress is not None:
                     progress(unit.stop - unit.start)
 

@@ -19,6 +19,9 @@ DEFAULT_TIME_LIMIT_S = 1.0
 DEFAULT_MEMORY_LIMIT_MB = 1024
 DEFAULT_OUTPUT_LIMIT_MB = 8.0
 MAX_TIME_LIMIT_S = 600.0
+LANGUAGES = ("python", "cpp", "java")  # SandboxFusion's names; the sandbox's RUNNERS (native.py)
+DEFAULT_COMPILE_TIME_S = 10.0  # CPU seconds per process of a C++ or Java compile
+MAX_COMPILE_TIME_S = 120.0
 
 
 class JobError(ValueError):
@@ -42,6 +45,8 @@ class Job:
     output_limit_mb: float = DEFAULT_OUTPUT_LIMIT_MB
     return_outputs: bool = False
     checker: str | None = None
+    language: str = "python"
+    compile_time_limit_s: float = DEFAULT_COMPILE_TIME_S
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -106,6 +111,14 @@ def parse_job(d: Any) -> Job:
     kind = d.get("kind", "stdio")
     if kind not in ("stdio", "functional"):
         raise JobError(f"'kind' must be 'stdio' or 'functional', got {kind!r}")
+    language = d.get("language", "python")
+    if language is None:
+        language = "python"
+    if not isinstance(language, str) or language not in LANGUAGES:
+        raise JobError(f"'language' must be one of {', '.join(LANGUAGES)}, got {_short(language)}")
+    if language != "python" and kind != "stdio":
+        raise JobError(f"'language' {language!r} runs stdio jobs only; 'kind' {kind!r} needs "
+                       "Python")
     programs = d.get("programs")
     if not isinstance(programs, list):
         raise JobError("'programs' must be a list of strings")
@@ -150,6 +163,9 @@ def parse_job(d: Any) -> Job:
     if input_mode == "file":
         if kind != "stdio":
             raise JobError("'input_mode' 'file' applies to stdio jobs only")
+        if language != "python":
+            raise JobError(f"'input_mode' 'file' applies to Python programs only, not "
+                           f"{language!r}")
         programs = [file_mode_program(p) for p in programs]
     setup = d.get("setup") or ""
     setup = _text(setup, "'setup'")
@@ -159,7 +175,9 @@ def parse_job(d: Any) -> Job:
     ret = d.get("return_outputs", False)
     if not isinstance(ret, bool):
         raise JobError("'return_outputs' must be true or false")
+    compile_time = _number(d, "compile_time_limit_s", DEFAULT_COMPILE_TIME_S, 0.0,
+                           MAX_COMPILE_TIME_S)
     return Job(id=d.get("id"), kind=kind, programs=programs, tests=tests, setup=setup,
                entry_point=entry, time_limit_s=time_limit, wall_limit_s=wall,
                memory_limit_mb=memory, output_limit_mb=output, return_outputs=ret,
-               checker=checker)
+               checker=checker, language=language, compile_time_limit_s=compile_time)

@@ -18,6 +18,7 @@ Each launcher returns a :class:`Channel`: a byte pipe to the server plus a way t
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import select
@@ -358,7 +359,12 @@ class BwrapLauncher(Launcher):
                 a += ["--symlink", os.readlink(d), d]
             elif os.path.isdir(d):
                 a += ["--ro-bind", d, d]
-        for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives"):
+        # /etc searchable by the cells' uids (bwrap would make it 0700): the links of
+        # /etc/alternatives lead to the compilers, and the JDK keeps its configuration in
+        # /etc/java-N-openjdk (native.py)
+        a += ["--perms", "0755", "--dir", "/etc"]
+        for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives",
+                  *sorted(glob.glob("/etc/java-*"))):
             if os.path.exists(f):
                 a += ["--ro-bind", f, f]
         # The private /tmp first, then the interpreter bound over it: bwrap applies its

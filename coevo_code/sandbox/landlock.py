@@ -33,10 +33,12 @@ def abi():
         return 0
 
 
-def build(abi, read_paths, write_dirs, dev_files):
+def build(abi, read_paths, write_dirs, dev_files, execute=True):
     """A ruleset handling every file-system right this ABI knows (plus TCP bind/connect from ABI 4
     and signal/abstract-socket scoping from ABI 6), allowing read/execute beneath ``read_paths``,
-    everything beneath ``write_dirs`` and read/write on ``dev_files``. Returns (fd, notes)."""
+    everything beneath ``write_dirs`` and read/write on ``dev_files``; with ``execute`` False, no
+file may be executed at all (a compiled C++ program, started from its memfd). Returns (fd,
+notes)."""
     fs = FS_ALL_ABI1
     if abi >= 2:
         fs |= FS_REFER
@@ -48,7 +50,7 @@ def build(abi, read_paths, write_dirs, dev_files):
                         (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0)
     size = 8 if abi < 4 else (16 if abi < 6 else 24)
     fd = syscall(NR_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
-    file_rights = FS_EXECUTE | FS_READ_FILE
+    file_rights = (FS_EXECUTE if execute else 0) | FS_READ_FILE
     read_rights = file_rights | FS_READ_DIR
     rw_file = FS_READ_FILE | FS_WRITE_FILE | (FS_TRUNCATE if abi >= 3 else 0)
     notes = []
@@ -72,7 +74,7 @@ def build(abi, read_paths, write_dirs, dev_files):
     for p in read_paths:
         add(p, read_rights)
     for p in write_dirs:
-        add(p, fs)
+        add(p, fs if execute else fs & ~FS_EXECUTE)
     for p in dev_files:
         add(p, rw_file)
     return fd, notes

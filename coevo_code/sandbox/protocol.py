@@ -15,7 +15,8 @@ MEMORY = "memory_limit"
 OUTPUT = "output_limit"
 SYNTAX = "syntax_error"
 SANDBOX = "sandbox_error"
-OUTCOMES = (OK, WRONG, RUNTIME, TIMEOUT, MEMORY, OUTPUT, SYNTAX, SANDBOX)
+COMPILE = "compile_error"  # a C++ or Java program its compiler refused (none of it ran)
+OUTCOMES = (OK, WRONG, RUNTIME, TIMEOUT, MEMORY, OUTPUT, SYNTAX, SANDBOX, COMPILE)
 # The outcomes of a run that finished and answered: its output (stdio: what it printed; a probe:
 # the call's value) is what a vote or MBR-exec compares. Any other outcome is an error, whatever the
 # run printed before it.

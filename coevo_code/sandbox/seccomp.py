@@ -175,6 +175,39 @@ def server_filter():
     return build_filter(SERVER_DENY.values(), enosys=[NR_CLONE3])
 
 
+EXEC = {"execve": 59, "execveat": 322}
+
+
+def native_server_filter():
+    """The native zygote's own filter: the judge's, less exec (its cells start the compiler or
+    the compiled program) and ``socketpair`` (the JVM's file channels make one pair of
+    connected, nameless sockets; no socket that reaches anything can be made)."""
+    return build_filter([nr for name, nr in SERVER_DENY.items()
+                         if name not in EXEC and name != "socketpair"], enosys=[NR_CLONE3])
+
+
+def native_run_filter(deny_signals, deny_execve):
+    """A compiled program's cell: the Python program cell's filter (no new processes...), and
+    with ``deny_execve`` no ``execve`` of a path either (a C++ binary is started with
+    ``execveat`` on its memfd; Landlock lets it execute no file)."""
+    return build_filter(list(CHILD_DENY.values()) + (
+        list(CHILD_SIGNALS.values()) if deny_signals else []) + (
+        [EXEC["execve"]] if deny_execve else []), check_clone=True,
+        self_only=list(CHILD_SELF_ONLY.values()))
+
+
+COMPILE_ALLOWED = ("fork", "vfork")
+
+
+def compile_filter(deny_signals):
+    """A compile's cell: the program cell's filter less the denial of new processes (the
+    compiler's driver forks and executes its passes); credentials, sessions, shared memory and
+    the other processes' limits stay denied."""
+    return build_filter([nr for name, nr in CHILD_DENY.items() if name not in COMPILE_ALLOWED]
+                        + (list(CHILD_SIGNALS.values()) if deny_signals else []),
+                        self_only=list(CHILD_SELF_ONLY.values()))
+
+
 def prctl(option, arg2=0, arg3=0, arg4=0, arg5=0):
     res = _libc.prctl(option, ctypes.c_ulong(arg2) if isinstance(arg2, int) else arg2,
                       ctypes.c_ulong(arg3), ctypes.c_ulong(arg4), ctypes.c_ulong(arg5))

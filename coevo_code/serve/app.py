@@ -1,7 +1,7 @@
 """The HTTP side of ``coevo serve``: a Starlette application over a :class:`Dispatcher`.
 
 Endpoints (``docs/SERVICE.md``): ``POST /execute`` (``coevo execute``'s jobs and results),
-``POST /run_code`` (SandboxFusion, Python), ``POST /reward`` and ``POST /get_reward`` (OpenRLHF's
+``POST /run_code`` (SandboxFusion: Python, C++, Java), ``POST /reward`` and ``POST /get_reward`` (OpenRLHF's
 remote reward model), ``GET /health``, ``GET /metrics`` (Prometheus), ``GET /v1/ping``.
 
 Every request waits its turn (a bounded line, see below), is read up to the body limit within

@@ -158,6 +158,14 @@ class Dispatcher:
         for w in self._workers:
             w.start()
 
+    def languages(self) -> dict:
+        """The executors' ``{language: (available, detail)}`` for C++ and Java (an executor
+        that does not say, such as Ray's, leaves them to its judges)."""
+        ask = getattr(self.executors[0], "languages", None)
+        if ask is None:
+            return {"cpp": (True, ""), "java": (True, "")}
+        return ask()
+
     # ---- submitting ------------------------------------------------------------------------------
     def submit(self, jobs: list[Any], wait: bool = False) -> concurrent.futures.Future:
         """A future of one result per job, in order (``docs/EXECUTION.md``'s results). Raises
@@ -176,6 +184,11 @@ class Dispatcher:
                 jid = None  # an id is echoed back: no object or megabyte string
             try:
                 job = self.limits.clamp(parse_job(self.limits.clamp_raw(raw)))
+                if job.language != "python":
+                    on, why = self.languages().get(job.language, (False, "no toolchain"))
+                    if not on:
+                        raise JobError(f"'language' {job.language!r} cannot run in this "
+                                       f"sandbox: {why}")
             except JobError as e:
                 req.results.append({"id": jid, "error": str(e)})
                 req.states.append(None)
@@ -209,12 +222,14 @@ class Dispatcher:
             copies = same_programs(job)  # a repeated text runs once, as in the executor
             outcomes = [[None] * t for _ in range(n)]
             outputs = [[""] * t for _ in range(n)] if job.return_outputs else None
-            req.states[j] = (job, outcomes, outputs, copies)
+            req.states[j] = (job, outcomes, outputs, copies, {})
+            # a C++ or Java row is one piece: the judge that runs it compiles it once
+            step = size if job.language == "python" else max(1, t)
             for p in range(n):
                 if p in copies:
                     continue
-                for a in range(0, t, size):
-                    req.pieces.append((j, p, a, min(t, a + size)))
+                for a in range(0, t, step):
+                    req.pieces.append((j, p, a, min(t, a + step)))
         if not req.pieces:  # nothing to run (malformed jobs, no tests): answered at once
             self._finish(req)
             return req.future
@@ -364,10 +379,12 @@ class Dispatcher:
                         if req.left == 0:
                             self._release(req)
                         continue
-                    job, outcomes, outputs, copies = req.states[j]
+                    job, outcomes, outputs, copies, compiled = req.states[j]
                     got = res.get("outcomes") or [["sandbox_error"] * (b - a)]
                     outcomes[p][a:b] = got[0]
                     self.sandbox_errors += sum(o in HARNESS for o in got[0])
+                    if res.get("compile_output") and res["compile_output"][0]:
+                        compiled[p] = res["compile_output"][0]
                     if outputs is not None and res.get("outputs"):
                         outputs[p][a:b] = res["outputs"][0]
                     req.left -= 1
@@ -393,15 +410,19 @@ class Dispatcher:
         for j, st in enumerate(req.states):
             if st is None:
                 continue
-            job, outcomes, outputs, copies = st
+            job, outcomes, outputs, copies, compiled = st
             for p, q in copies.items():
                 outcomes[p] = list(outcomes[q])
                 if outputs is not None:
                     outputs[p] = list(outputs[q])
+                if q in compiled:
+                    compiled[p] = compiled[q]
             res = {"id": job.id, "passed": [[o == OK for o in row] for row in outcomes],
                    "outcomes": outcomes, "seconds": seconds}
             if outputs is not None:
                 res["outputs"] = outputs
+            if job.language != "python":
+                res["compile_output"] = [compiled.get(p, "") for p in range(len(outcomes))]
             req.results[j] = res
         if not req.future.done():
             req.future.set_result(req.results)

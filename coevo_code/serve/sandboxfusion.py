@@ -1,4 +1,6 @@
-"""SandboxFusion's ``/run_code`` for ``language: "python"``, on the judge (pure functions).
+"""SandboxFusion's ``/run_code`` for ``language`` ``python``, ``cpp`` and ``java``, on the judge
+(pure functions). C++ and Java run as the job format's native programs (compiled in the sandbox,
+``compile_result`` with the compiler's diagnostics); what follows is the Python path.
 
 A request becomes one stdio job: one program, one test whose input is ``stdin``. The program is
 the request's code inside a short wrapper that writes the request's ``files`` (base64) into the
@@ -28,6 +30,7 @@ import posixpath
 import secrets
 
 LANGUAGES = ("python", "python3")
+NATIVE = ("cpp", "java")  # compiled by the sandbox (the job format's `language`)
 STDERR_CAP = 8192          # characters of stderr in the trailer
 FETCH_CAP = 40_000         # base64 characters of fetched files in the trailer
 
@@ -118,15 +121,17 @@ def _number(d: dict, key: str, default: float) -> float:
     return float(v)
 
 
-def unsupported(language) -> dict:
-    """SandboxFusion's error shape for a language this server does not run."""
-    return response("SandboxError", f"coevo serve runs language 'python' only; got "
-                    f"{language!r}", None)
+def unsupported(language, why: str = "") -> dict:
+    """The answer for a language this server does not run: ``Failed`` with the reason, no
+    compile or run result. Not ``SandboxError``: the SandboxFusion client retries that (and any
+    HTTP error) five times, 16 to 18 s, before it raises; a refusal is final."""
+    return response("Failed", why or f"coevo serve runs languages python, cpp and java; got "
+                    f"{str(language)[:100]!r}", None)
 
 
-def response(status: str, message: str, run_result: dict | None, files: dict | None = None
-             ) -> dict:
-    return {"status": status, "message": message, "compile_result": None,
+def response(status: str, message: str, run_result: dict | None, files: dict | None = None,
+             compile_result: dict | None = None) -> dict:
+    return {"status": status, "message": message, "compile_result": compile_result,
             "run_result": run_result, "executor_pod_name": None, "files": files or {}}
 
 
@@ -139,7 +144,7 @@ def to_job(req) -> tuple[dict, str] | dict:
     if not isinstance(code, str):
         raise RunCodeError("'code' must be a string")
     language = req.get("language", "python")
-    if language not in LANGUAGES:
+    if not isinstance(language, str) or language not in LANGUAGES + NATIVE:
         return unsupported(language)
     stdin = req.get("stdin")
     if stdin is not None and not isinstance(stdin, str):
@@ -169,6 +174,20 @@ def to_job(req) -> tuple[dict, str] | dict:
     fetch = req.get("fetch_files") or []
     if not isinstance(fetch, list) or not all(isinstance(f, str) for f in fetch):
         raise RunCodeError("'fetch_files' must be a list of paths")
+    if language in NATIVE:
+        if files or fetch:
+            raise RunCodeError(f"'files' and 'fetch_files' work with language 'python' only, "
+                               f"not {language!r}")
+        compile_s = _number(req, "compile_timeout", 10.0)
+        if not 0 < compile_s <= 120:
+            raise RunCodeError(f"'compile_timeout' must be in (0, 120], got {compile_s}")
+        job = {"id": "run_code", "kind": "stdio", "language": language, "programs": [code],
+               "tests": [{"input": stdin or "", "output": ""}], "time_limit_s": timeout,
+               "wall_limit_s": timeout, "return_outputs": True,
+               "compile_time_limit_s": compile_s}
+        if memory > 0:
+            job["memory_limit_mb"] = max(16, int(memory))
+        return job, ""
     marker = "\x00coevo-run-result-" + secrets.token_hex(8) + "\x00"
     program = _WRAPPER % {"code": code, "files": files, "fetch": fetch, "marker": marker,
                           "stderr_cap": STDERR_CAP, "fetch_cap": FETCH_CAP}
@@ -196,10 +215,49 @@ def _trailer(text: str) -> dict | None:
     return t
 
 
+# what a native program's outcome says in stderr (its own stderr is not kept)
+_NATIVE_STDERR = {"runtime_error": "the program exited with an error or a signal\n",
+                  "memory_limit": "memory limit exceeded\n",
+                  "output_limit": "output limit exceeded\n"}
+
+
+def from_native(result: dict) -> dict:
+    """SandboxFusion's response for a C++ or Java run: ``compile_result`` always (the
+    compiler's diagnostics in its stderr); a program that does not compile is ``Failed`` with
+    no ``run_result``."""
+    outcome = result["outcomes"][0][0]
+    out = result.get("outputs", [[""]])[0][0]
+    diag = (result.get("compile_output") or [""])[0]
+    seconds = result.get("seconds")
+    if outcome == "compile_error":
+        return response("Failed", "", None, compile_result={
+            "status": "Finished", "execution_time": seconds, "return_code": 1, "stdout": "",
+            "stderr": diag})
+    compiled = {"status": "Finished", "execution_time": None, "return_code": 0, "stdout": "",
+                "stderr": diag}
+    if outcome == "sandbox_error":
+        return response("SandboxError", "the sandbox could not run this program (its slot "
+                        "failed twice)", {"status": "Error", "execution_time": seconds,
+                                          "stdout": out, "stderr": ""},
+                        compile_result=compiled)
+    if outcome == "timeout":
+        run = {"status": "TimeLimitExceeded", "execution_time": seconds, "return_code": None,
+               "stdout": out, "stderr": ""}
+        return response("Failed", "", run, compile_result=compiled)
+    rc = 0 if outcome in ("ok", "wrong_answer") else 1
+    run = {"status": "Finished", "execution_time": seconds, "return_code": rc, "stdout": out,
+           "stderr": _NATIVE_STDERR.get(outcome, "")}
+    return response("Success" if rc == 0 else "Failed", "", run, compile_result=compiled)
+
+
 def from_result(result: dict, marker: str) -> dict:
-    """SandboxFusion's response for the job's result."""
+    """SandboxFusion's response for the job's result (``marker`` empty: a C++ or Java job)."""
     if "error" in result:
+        if "cannot run in this sandbox" in result["error"]:
+            return unsupported(None, result["error"])
         return response("SandboxError", result["error"], {"status": "Error"})
+    if not marker:
+        return from_native(result)
     outcome = result["outcomes"][0][0]
     out = result.get("outputs", [[""]])[0][0]
     seconds = result.get("seconds")

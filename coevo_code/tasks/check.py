@@ -37,8 +37,14 @@ class ProblemCheck:
     skipped: str | None = None  # why nothing was run
     # test label -> Counter of outcomes of the references that did not pass it
     failures: dict[str, Counter] = field(default_factory=dict)
-    failing_references: list[int] = field(default_factory=list)
-    passing_incorrect: list[int] = field(default_factory=list)
+    failing_references: list = field(default_factory=list)  # Python: index; else "cpp 3"
+    passing_incorrect: list = field(default_factory=list)
+    # with several languages: language -> {references, passed, incorrect, failed}
+    languages: dict[str, dict] = field(default_factory=dict)
+
+    def count(self, lang: str) -> dict:
+        return self.languages.setdefault(lang, {"references": 0, "passed": 0, "incorrect": 0,
+                                                "failed": 0})
 
     def line(self) -> str:
         if self.skipped:
@@ -47,6 +53,10 @@ class ProblemCheck:
              f"{self.tests} tests")
         if self.incorrect:
             s += f"; {self.incorrect_failed}/{self.incorrect} incorrect solutions fail"
+        if len(self.languages) > 1 or set(self.languages) - {"python"}:
+            s += " (" + ", ".join(
+                f"{lang} {c['passed']}/{c['references']}, incorrect failing "
+                f"{c['failed']}/{c['incorrect']}" for lang, c in self.languages.items()) + ")"
         if self.failures:
             worst = sorted(self.failures.items(), key=lambda kv: -sum(kv[1].values()))
             s += "; failed tests: " + ", ".join(
@@ -61,7 +71,8 @@ class ProblemCheck:
                 "incorrect_failed": self.incorrect_failed, "skipped": self.skipped,
                 "failures": {k: dict(v) for k, v in self.failures.items()},
                 "failing_references": self.failing_references,
-                "passing_incorrect": self.passing_incorrect}
+                "passing_incorrect": self.passing_incorrect,
+                **({"languages": self.languages} if set(self.languages) - {"python"} else {})}
 
 
 @dataclass
@@ -103,9 +114,13 @@ class CheckReport:
         return "\n".join(rows)
 
 
-def _why_not_run(task) -> str:
+def _why_not_run(task, languages=("python",)) -> str:
     if not len(task.tests):
         return "no gold tests"
+    if set(languages) - {"python"}:
+        if task.input_mode != "stdio":
+            return "file input, which only Python programs read here"
+        return f"no {' / '.join(languages)} solution"
     langs = task.metadata.get("languages")
     if langs:
         if langs.get("Python 2") and not langs.get("Python 3"):
@@ -122,80 +137,132 @@ def _stages(n: int) -> list[range]:
     return [range(a, b) for a, b in zip(cuts, cuts[1:])]
 
 
+def reference_count(task, lang: str) -> int:
+    """How many references ``task`` has in ``lang`` (nothing decoded)."""
+    if lang == "python":
+        return len(task.references)
+    if task.input_mode != "stdio":
+        return 0
+    return len((task.metadata.get("native_references") or {}).get(lang) or [])
+
+
+def solutions_of(task, lang: str, references: int | None, incorrect: bool):
+    """(references, incorrect solutions) of ``task`` in ``lang`` (``python``: ``references``
+    and ``metadata["incorrect"]``; ``cpp``/``java``: what the loader kept with ``languages``),
+    the first ``references`` of each."""
+    if lang == "python":
+        refs, bad = task.references, task.metadata.get("incorrect") if incorrect else None
+    else:
+        if task.input_mode != "stdio":  # file input: the job format wraps Python programs only
+            return [], []
+        refs = (task.metadata.get("native_references") or {}).get(lang) or []
+        bad = (task.metadata.get("native_incorrect") or {}).get(lang) if incorrect else None
+    refs = list(refs[:references] if references is not None else refs)
+    bad = list(bad[:references] if references is not None else bad) if bad else []
+    return refs, bad
+
+
 def check_tasks(taskset: TaskSet, executor, progress=None, references: int | None = None,
-                incorrect: bool = True, batch: int = 32) -> CheckReport:
+                incorrect: bool = True, batch: int = 32,
+                languages: tuple[str, ...] = ("python",)) -> CheckReport:
     """Run each problem's reference solutions (all, or the first ``references``) against its
     gold tests and, with ``incorrect``, its published incorrect solutions (as many), each until
     its first failing stage of tests (:func:`_stages`: an incorrect solution that loops is not
     run against every test). Problems go to the executor ``batch`` at a time, so that the tests
-    and solutions of a large split are decoded a batch at a time too."""
+    and solutions of a large split are decoded a batch at a time too. ``languages``: whose
+    solutions run (``cpp`` and ``java`` as the job format's native programs); every figure is
+    the sum over them, and each problem also counts them per language."""
     per: list[ProblemCheck] = []
     failed: list[str] = []
     counts = [0, 0]
     tasks = list(taskset)
     for start in range(0, len(tasks), batch):
         _check_batch(tasks[start:start + batch], executor, progress, references, incorrect, per,
-                     failed, counts)
+                     failed, counts, tuple(languages))
     no_ref = [p.id for p in per if p.skipped]
     return CheckReport(taskset.name, len(taskset), counts[0], counts[1], failed, no_ref, per)
 
 
-def _check_batch(tasks, executor, progress, references, incorrect, per, failed, counts) -> None:
+def _job(task, programs, lang, **kw) -> dict:
+    job = task.job(programs, **kw)
+    if lang != "python":
+        job["language"] = lang
+    return job
+
+
+def _name(lang, i):
+    return i if lang == "python" else f"{lang} {i}"
+
+
+def _check_batch(tasks, executor, progress, references, incorrect, per, failed, counts,
+                 languages) -> None:
     jobs, plans = [], []
     for t in tasks:
-        refs = list(t.references[:references] if references is not None else t.references)
-        bad = t.metadata.get("incorrect") if incorrect else None
-        bad = list(bad[:references] if references is not None else bad) if bad else []
         p = ProblemCheck(id=t.id, tests=len(t.tests))
         per.append(p)
-        if not refs or not len(t.tests):
-            p.skipped = _why_not_run(t)
+        mine = []
+        for lang in languages:
+            refs, bad = solutions_of(t, lang, references, incorrect)
+            if refs and len(t.tests):
+                mine.append((lang, refs, bad))
+        if not mine:
+            p.skipped = _why_not_run(t, languages)
             continue
-        p.references, p.incorrect = len(refs), len(bad)
-        jobs.append(t.job(refs))
-        plans.append((t, p, bad))
+        for lang, refs, bad in mine:
+            c = p.count(lang)
+            c["references"], c["incorrect"] = len(refs), len(bad)
+            p.references += len(refs)
+            p.incorrect += len(bad)
+            jobs.append(_job(t, refs, lang))
+            plans.append((t, p, bad, lang))
     results = executor.run(jobs, progress=progress) if jobs else []
-    for (t, p, _), r in zip(plans, results):
+    for (t, p, _, lang), r in zip(plans, results):
         if not r.get("passed"):
             p.skipped = f"executor error: {r.get('error', 'no result')}"
-            failed.append(t.id)
+            if t.id not in failed:
+                failed.append(t.id)
             continue
         labels = test_labels(t)
+        c = p.count(lang)
         for i, (row, outs) in enumerate(zip(r["passed"], r["outcomes"])):
             if all(row):
                 p.references_passed += 1
+                c["passed"] += 1
             else:
-                p.failing_references.append(i)
+                p.failing_references.append(_name(lang, i))
                 for j, ok in enumerate(row):
                     if not ok:
                         p.failures.setdefault(labels[j], Counter())[outs[j]] += 1
-        counts[0] += p.references
-        counts[1] += p.references_passed
-        if p.failing_references:
+        if p.failing_references and t.id not in failed:
             failed.append(t.id)
+    for p in {id(p): p for _, p, _, _ in plans}.values():
+        if p.skipped is None:
+            counts[0] += p.references
+            counts[1] += p.references_passed
     del jobs, results
-    _run_incorrect([(t, p, bad) for t, p, bad in plans if bad], executor, progress)
+    _run_incorrect([(t, p, bad, lang) for t, p, bad, lang in plans if bad], executor, progress)
 
 
 def _run_incorrect(plans, executor, progress) -> None:
-    alive = {id(p): list(range(len(bad))) for _, p, bad in plans}
-    tests = {id(p): list(t.tests) for t, p, _ in plans}
-    stages = {id(p): _stages(len(t.tests)) for t, p, _ in plans}
-    for k in range(3):
+    alive = {k: list(range(len(bad))) for k, (_, _, bad, _) in enumerate(plans)}
+    tests = {k: list(t.tests) for k, (t, _, _, _) in enumerate(plans)}
+    stages = {k: _stages(len(t.tests)) for k, (t, _, _, _) in enumerate(plans)}
+    for s in range(3):
         jobs, owners = [], []
-        for t, p, bad in plans:
-            if k >= len(stages[id(p)]) or not alive[id(p)]:
+        for k, (t, p, bad, lang) in enumerate(plans):
+            if s >= len(stages[k]) or not alive[k]:
                 continue
-            idx = alive[id(p)]
-            jobs.append(t.job([bad[i] for i in idx], tests=[tests[id(p)][j]
-                                                             for j in stages[id(p)][k]]))
-            owners.append((p, idx))
+            idx = alive[k]
+            jobs.append(_job(t, [bad[i] for i in idx], lang,
+                             tests=[tests[k][j] for j in stages[k][s]]))
+            owners.append((k, p, idx, lang))
         if not jobs:
             break
-        for (p, idx), r in zip(owners, executor.run(jobs, progress=progress)):
+        for (k, p, idx, lang), r in zip(owners, executor.run(jobs, progress=progress)):
             rows = r.get("passed") or [[False]] * len(idx)
             still = [i for i, row in zip(idx, rows) if all(row)]
             p.incorrect_failed += len(idx) - len(still)
-            alive[id(p)] = still
-    for _, p, _ in plans:
-        p.passing_incorrect = alive[id(p)]
+            p.count(lang)["failed"] += len(idx) - len(still)
+            alive[k] = still
+    for k, (_, p, _, lang) in enumerate(plans):
+        p.passing_incorrect.extend(_name(lang, i) for i in alive[k])

@@ -8,7 +8,9 @@ output_file`` (and ``coevo_validation`` in a file ``coevo tasks validate`` wrote
   default, as CodeContests' own evaluation counts a problem solved only when every test passes,
   docs/DATASETS.md). Public tests are also the statement's examples.
 - References: the Python 3 solutions (language 3); the incorrect Python 3 solutions go to
-  ``metadata["incorrect"]``. Tests and solutions are decoded from their row when used
+  ``metadata["incorrect"]``. With ``languages`` naming ``cpp`` or ``java``, the C++ (2) and Java
+  (4) solutions and incorrect solutions are kept as well, in ``metadata["native_references"]``
+  and ``metadata["native_incorrect"]``. Tests and solutions are decoded from their row when used
   (:mod:`.rows`), so a several-GB split loads in the memory of its statements.
 - Limits: the row's ``time_limit`` and ``memory_limit_bytes``; where a row has none (CodeChef
   rows: null time limit, memory 0) the fallbacks :data:`FALLBACK_TIME_LIMIT_S` and
@@ -36,6 +38,21 @@ FALLBACK_MEMORY_MB = 256
 LANGUAGES = {0: "unknown", 1: "Python 2", 2: "C++", 3: "Python 3", 4: "Java"}
 PYTHON3 = 3
 PYTHON2 = 1
+# the sandbox's native languages (the job format's ``language``) and their codes in the rows
+NATIVE_CODES = {"cpp": 2, "java": 4}
+RUN_LANGUAGES = ("python",) + tuple(NATIVE_CODES)
+
+
+def parse_languages(languages) -> tuple[str, ...]:
+    """``"python,cpp"`` (or a sequence) as a tuple of the languages whose solutions to keep;
+    a name the sandbox does not run is a one-line LoaderError."""
+    names = languages.split(",") if isinstance(languages, str) else list(languages)
+    names = tuple(dict.fromkeys(n.strip().lower() for n in names if n.strip()))
+    bad = [n for n in names if n not in RUN_LANGUAGES]
+    if bad or not names:
+        raise LoaderError(f"languages must be among {', '.join(RUN_LANGUAGES)}, got "
+                          f"{','.join(bad) or 'none'}")
+    return names
 # what a fetch re-reads (parquet reads only these columns)
 LAZY_COLUMNS = ("name", "public_tests", "private_tests", "generated_tests", "solutions",
                 "incorrect_solutions")
@@ -89,10 +106,14 @@ def limits(row: dict) -> tuple[float | None, int | None]:
 
 
 def load_codecontests(source=None, split: str | None = None, gold=DEFAULT_GOLD,
-                      strict: bool = False) -> ReportedTaskSet:
-    """CodeContests, row by row (see the module docstring)."""
+                      strict: bool = False, languages="python") -> ReportedTaskSet:
+    """CodeContests, row by row (see the module docstring). ``languages`` (``python``, ``cpp``,
+    ``java``, comma-separated): with ``cpp`` or ``java``, the row's C++ / Java solutions and
+    incorrect solutions are kept too, in ``metadata["native_references"]`` and
+    ``metadata["native_incorrect"]`` ({language: solutions}); ``references`` stay Python's."""
     name = "codecontests"
     gold = parse_gold(gold)
+    languages = parse_languages(languages)
     rows, origin, lazy = iter_rows(source or HUB_IDS[name], name, split, columns=LAZY_COLUMNS)
     tasks: list[Task] = []
     refused: dict[str, list[str]] = {}
@@ -144,6 +165,16 @@ def load_codecontests(source=None, split: str | None = None, gold=DEFAULT_GOLD,
                                               bad_langs[PYTHON3], lazy),
                         "time_limit_from_row": seconds is not None,
                         "memory_limit_from_row": mb is not None}
+            native = [lang for lang in languages if lang in NATIVE_CODES]
+            if native:
+                metadata["native_references"] = {
+                    lang: field_of(fetch, partial(solutions, key="solutions",
+                                                  language=NATIVE_CODES[lang]),
+                                   langs[NATIVE_CODES[lang]], lazy) for lang in native}
+                metadata["native_incorrect"] = {
+                    lang: field_of(fetch, partial(solutions, key="incorrect_solutions",
+                                                  language=NATIVE_CODES[lang]),
+                                   bad_langs[NATIVE_CODES[lang]], lazy) for lang in native}
             if r.get("coevo_validation"):
                 metadata["validation"] = r["coevo_validation"]
             tasks.append(Task(
