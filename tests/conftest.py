@@ -1,8 +1,11 @@
-"""Shared fixtures: executors per launcher, and a way to see every process an executor owns."""
+"""Shared fixtures: executors per launcher, a way to see every process an executor owns, and what
+the hostile suites (Python and native) attack: a host process, a directory, a listening socket."""
 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -90,3 +93,32 @@ def need_data(path: Path) -> None:
     if not path.exists():
         pytest.skip(f"{path} is absent: set COEVO_SHARED_DATA to the folder holding the "
                     "benchmark copies (see shared/data/README.md)")
+
+
+@pytest.fixture(scope="module")
+def canary():
+    """A host process of this test's uid that no program may signal."""
+    p = subprocess.Popen(["sleep", "600"])
+    yield p
+    p.kill()
+    p.wait()
+
+
+@pytest.fixture
+def precious(tmp_path):
+    """A directory outside the sandbox that no program may change."""
+    d = tmp_path / "precious"
+    d.mkdir()
+    (d / "keep.txt").write_text("keep me")
+    return d
+
+
+@pytest.fixture
+def listener():
+    """A socket listening on 127.0.0.1 that no program may reach."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    s.setblocking(False)
+    yield s
+    s.close()

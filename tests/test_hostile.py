@@ -9,8 +9,6 @@ processes), that no process of the job is left, and that the next job runs norma
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -80,33 +78,6 @@ BENIGN = {
     "close_stdout_after_answer": "print('pwned')\nimport sys\nsys.stdout.close()",
     "os_close_1_after_answer": "import os, sys\nprint('pwned')\nsys.stdout.flush()\nos.close(1)",
 }
-
-
-@pytest.fixture(scope="module")
-def canary():
-    """A host process of this test's uid that no program may signal."""
-    p = subprocess.Popen(["sleep", "600"])
-    yield p
-    p.kill()
-    p.wait()
-
-
-@pytest.fixture
-def precious(tmp_path):
-    d = tmp_path / "precious"
-    d.mkdir()
-    (d / "keep.txt").write_text("keep me")
-    return d
-
-
-@pytest.fixture
-def listener():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(8)
-    s.setblocking(False)
-    yield s
-    s.close()
 
 
 def _assert_no_connection(listener):

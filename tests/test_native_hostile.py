@@ -10,8 +10,6 @@ its command line, so this suite counts every descendant of the servers instead."
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -107,32 +105,6 @@ def _fill(template: str, **kw) -> str:
     for k, v in kw.items():
         template = template.replace("{" + k + "}", str(v))
     return template
-
-
-@pytest.fixture(scope="module")
-def canary():
-    p = subprocess.Popen(["sleep", "600"])
-    yield p
-    p.kill()
-    p.wait()
-
-
-@pytest.fixture
-def precious(tmp_path):
-    d = tmp_path / "precious"
-    d.mkdir()
-    (d / "keep.txt").write_text("keep me")
-    return d
-
-
-@pytest.fixture
-def listener():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(8)
-    s.setblocking(False)
-    yield s
-    s.close()
 
 
 def descendants(pids: list[int]) -> set[int]:
