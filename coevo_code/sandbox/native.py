@@ -36,7 +36,7 @@ from . import landlock, seccomp
 from .outcomes import _stdio_outcome, same_tokens, stdio_output, take_memfd
 from .protocol import (CHILD_SETUP_FAILED, COMPILE, EXIT_MEMORY, OK, SANDBOX, WRONG, recv_msg,
                        send_msg)
-from .zygote import LOW_FDS, Zygote, sealed_memfd
+from .zygote import LOW_FDS, Zygote, become, sealed_memfd
 
 COMPILE_ROLE = "c"  # the judge's work dir of compiles
 
@@ -539,18 +539,7 @@ class NativeZygote:
             resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
             if mode == "run" and runner.stack:  # a judge's stack: as deep as memory allows
                 resource.setrlimit(resource.RLIMIT_STACK, (mem, mem))
-            uid = self.uids.get("p")
-            if uid is not None:
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-                resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
-            elif self.drop_caps:
-                seccomp.drop_capabilities()
-            seccomp.raw_prctl(seccomp.PDEATHSIG_ARGS)
-            if os.getppid() != self.pid:
-                os._exit(CHILD_SETUP_FAILED)
-            seccomp.raw_prctl(seccomp.NODUMP_ARGS)
+            become(self.uids.get("p"), self.drop_caps, self.pid)
             ruleset = self.rulesets.get("c" if mode == "compile" else runner.language)
             if ruleset is not None:
                 seccomp.syscall(landlock.NR_RESTRICT, ruleset, 0)

@@ -72,6 +72,24 @@ def sealed_memfd(data, name="code"):
     return fd
 
 
+def become(uid, drop_caps, zygote_pid):
+    """A forked cell's identity: ``uid`` (None: keep this one, without capabilities where
+    ``drop_caps``), no more processes than that uid's bound, killed with its zygote, and no
+    /proc/<pid>/mem for a same-uid peer. A zygote gone before this point (not ``zygote_pid``
+    any more) ends the cell as a setup failure. Shared by Python and native cells."""
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
+    elif drop_caps:
+        seccomp.drop_capabilities()
+    seccomp.raw_prctl(seccomp.PDEATHSIG_ARGS)
+    if os.getppid() != zygote_pid:
+        os._exit(CHILD_SETUP_FAILED)
+    seccomp.raw_prctl(seccomp.NODUMP_ARGS)
+
+
 class Zygote:
     def __init__(self, cfg, sock, preload, dirs, uids, depth):
         self.cfg = cfg
@@ -377,18 +395,7 @@ class Zygote:
             resource.setrlimit(resource.RLIMIT_FSIZE, (out_cap + 1, out_cap + 1))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-            uid = self.uids.get(role)
-            if uid is not None:
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-                resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
-            elif self.drop_caps:
-                seccomp.drop_capabilities()
-            seccomp.raw_prctl(seccomp.PDEATHSIG_ARGS)
-            if os.getppid() != self.pid:
-                os._exit(CHILD_SETUP_FAILED)
-            seccomp.raw_prctl(seccomp.NODUMP_ARGS)  # no /proc/<pid>/mem for a same-uid peer
+            become(self.uids.get(role), self.drop_caps, self.pid)
             ruleset = self.rulesets.get(role)
             if ruleset is not None:
                 seccomp.syscall(landlock.NR_RESTRICT, ruleset, 0)
