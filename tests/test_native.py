@@ -102,7 +102,7 @@ def run_language(ex: Executor, lang: str, programs: dict) -> dict | None:
     """Every program of ``programs`` in one job under ``ex`` (once per executor and language):
     {name: (outcomes, outputs)}, and the compiles it took; None where the sandbox refused the
     language (its judges have no toolchain), after checking the refusal."""
-    key = (id(ex), lang)
+    key = (ex.token, lang)  # not id(ex): a closed executor's id may come back for the next one
     if key not in _RUNS:
         names = list(programs)
         before = ex.stats()["compiles"]
