@@ -33,8 +33,8 @@ import stat
 import time
 
 from . import landlock, seccomp
-from .outcomes import _stdio_outcome, same_tokens, stdio_output, take_memfd
-from .protocol import (CHILD_SETUP_FAILED, COMPILE, EXIT_MEMORY, OK, SANDBOX, WRONG, recv_msg,
+from .outcomes import stdio_output, take_memfd
+from .protocol import (CHILD_SETUP_FAILED, COMPILE, EXIT_MEMORY, SANDBOX, WRONG, recv_msg,
                        send_msg)
 from .zygote import LOW_FDS, Zygote, become, sealed_memfd
 
@@ -388,12 +388,8 @@ def run_native(judge, req):
             rc = 1
         elif rc == runner.memory_exit and not sig:
             rc = EXIT_MEMORY
-        outcome = _stdio_outcome(res["killed"], rc, sig, used, time_limit, out, cap)
-        if outcome is None:
-            if checker is not None:
-                outcome = judge.run_checker(limits, checker, test, expected[i], out)
-            else:
-                outcome = OK if same_tokens(out, expected[i]) else WRONG
+        outcome = judge.stdio_verdict(limits, res["killed"], rc, sig, used, out, checker, test,
+                                      expected[i])
         outcomes.append(outcome)
         cpu[i] = used
         if want_out:

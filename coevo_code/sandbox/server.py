@@ -375,7 +375,7 @@ class Judge:
         limits = {"time": float(req["time"]), "wall": float(req["wall"]),
                   "mem_mb": float(req["mem_mb"]), "out_cap": int(float(req["out_mb"]) * (1 << 20)),
                   "seed": req.get("seed")}
-        time_limit, cap = limits["time"], limits["out_cap"]
+        cap = limits["out_cap"]
         expected = req.get("expected")
         outcomes = []
         if kind != "stdio":  # what each test's process gets: its code, or its source
@@ -389,12 +389,8 @@ class Judge:
                                       [code_fd, in_fd, self.out_fd])
                     (rc, sig, used), = res["cells"]
                     out = take_memfd(self.out_fd, cap + 1)
-                    outcome = _stdio_outcome(res["killed"], rc, sig, used, time_limit, out, cap)
-                    if outcome is None:
-                        if checker is not None:
-                            outcome = self.run_checker(limits, checker, test, expected[i], out)
-                        else:
-                            outcome = OK if same_tokens(out, expected[i]) else WRONG
+                    outcome = self.stdio_verdict(limits, res["killed"], rc, sig, used, out,
+                                                 checker, test, expected[i])
                     text = stdio_output(out) if want_out else ""
                 elif fast[i] is not None and zygote is self.zygotes["light"]:
                     try:
@@ -415,6 +411,16 @@ class Judge:
         finally:
             os.close(code_fd)
         return {"outcomes": outcomes, "outputs": outputs, "cpu": cpu}
+
+    def stdio_verdict(self, limits, killed, rc, sig, used, out, checker, test, expected):
+        """A stdio cell's outcome, Python's or a native program's: its limits first, then the
+        checker, or the tokens compared with ``expected``."""
+        outcome = _stdio_outcome(killed, rc, sig, used, limits["time"], out, limits["out_cap"])
+        if outcome is None:
+            if checker is not None:
+                return self.run_checker(limits, checker, test, expected, out)
+            return OK if same_tokens(out, expected) else WRONG
+        return outcome
 
     def _prepare_test(self, src, entry, setup):
         """A functional test as every unit runs it: ``(literal call or None, whether it imports a
