@@ -110,6 +110,7 @@ DOUBLE = "print(2 * int(input()))"
 DOUBLE_SLOW = "import time\nn = int(input())\nwhile n == 7:\n    pass\nprint(2 * n)"
 DOUBLE_LOOSE = "n = int(input())\nprint(2 * n if n >= 0 else 0)"  # right only within n >= 0
 WRONG = "print(int(input()) + 2)"
+DOUBLE_CLAMP = "n = int(input())\nprint(max(0, 2 * n))"  # right only within n >= 0 too
 
 
 def cc_row(name, **over):
@@ -123,8 +124,9 @@ def cc_row(name, **over):
            # 2: expected output wrong; 3: right, but one correct solution is too slow on it
            "generated_tests": {"input": ["9\n", "-4\n", "3\n", "7\n"],
                                "output": ["18\n", "-8\n", "7\n", "14\n"]},
-           "solutions": {"language": [3, 3, 3, 2, 3],
-                         "solution": [DOUBLE, DOUBLE_LOOSE, DOUBLE_SLOW, "int main(){}", WRONG]},
+           "solutions": {"language": [3, 3, 3, 2, 3, 3],
+                         "solution": [DOUBLE, DOUBLE_LOOSE, DOUBLE_SLOW, "int main(){}", WRONG,
+                                      DOUBLE_CLAMP]},
            "incorrect_solutions": {"language": [3], "solution": [WRONG]},
            "time_limit": {"seconds": 1, "nanos": 0}, "memory_limit_bytes": 256 << 20,
            "input_file": "", "output_file": ""}
@@ -135,8 +137,8 @@ def cc_row(name, **over):
 @pytest.mark.slow
 def test_validate_drops_what_trusted_solutions_disagree_with(tmp_path, executor):
     """The reference failing a private test (WRONG, listed among the solutions) decides
-    nothing; a disagreement (wrong answer) drops a test, a timeout does not; rows that cannot
-    be validated are copied with the reason."""
+    nothing; two references disputing the output (wrong answer) drop a test, a timeout does not;
+    rows that cannot be validated are copied with the reason."""
     src = tmp_path / "cc.jsonl"
     rows = [cc_row("1_A"), cc_row("2_B", solutions={"language": [1], "solution": ["print 1"]}),
             cc_row("3_C", generated_tests={"input": [], "output": []})]
@@ -146,13 +148,14 @@ def test_validate_drops_what_trusted_solutions_disagree_with(tmp_path, executor)
     assert [p.to_dict() for p in one_by_one.per_problem] == [p.to_dict()
                                                               for p in before.per_problem]
     p = before.per_problem[0]
-    assert (p.references, p.references_passed, p.incorrect, p.incorrect_failed) == (4, 0, 1, 1)
+    assert (p.references, p.references_passed, p.incorrect, p.incorrect_failed) == (5, 0, 1, 1)
     assert before.per_problem[1].skipped == "Python 2 solutions only (1)"
     out = tmp_path / "clean.jsonl"
     report = validate_codecontests(src, out, executor)
     v = report[0]
-    assert (v.references, v.trusted, v.dropped) == (4, 3, [1, 2]), v.line()
-    assert v.disagreeing == {1: 1, 2: 3} and v.slow == {3: 1}
+    assert (v.references, v.trusted, v.dropped) == (5, 4, [1, 2]), v.line()
+    assert v.disagreeing == {1: 2, 2: 4} and v.slow == {3: 1} and v.contested == []
+    assert v.disputed_by == {1: {"python": 2}, 2: {"python": 4}} and v.deciding() == ["python"]
     assert report[1].skipped == "Python 2 solutions only"
     assert report[2].skipped == "no generated tests"
     cleaned = [json.loads(x) for x in out.read_text().splitlines()]
@@ -160,7 +163,7 @@ def test_validate_drops_what_trusted_solutions_disagree_with(tmp_path, executor)
     assert cleaned[0]["coevo_validation"]["dropped"] == [1, 2]
     assert {k: v for k, v in cleaned[1].items() if k != "coevo_validation"} == rows[1]
     ts = load_tasks("codecontests", out)
-    assert ts[0].metadata["validation"]["trusted"] == 3 and len(ts[0].tests) == 5
+    assert ts[0].metadata["validation"]["trusted"] == 4 and len(ts[0].tests) == 5
     from coevo_code.training.run import _load  # what the trainer reads tasks_path with
     assert [len(t.tests) for t in _load("codecontests", str(out), None, None, 0, "tasks")] \
         == [5, 7, 3]
@@ -189,8 +192,8 @@ def test_check_and_validate_commands(tmp_path):
     assert "2 of 4 generated tests dropped in 1 validated rows" in p.stdout
     p = subprocess.run(base + ["check", "codecontests", "--path", str(clean), "-q", "--markdown"],
                        capture_output=True, text=True, timeout=120)
-    assert p.returncode == 1 and "2/4 reference solutions pass" in p.stdout, p.stdout
-    assert "| 1_A | 5 | 2/4 | 1/1 | |" in p.stdout
+    assert p.returncode == 1 and "3/5 reference solutions pass" in p.stdout, p.stdout
+    assert "| 1_A | 5 | 3/5 | 1/1 | |" in p.stdout
     p = subprocess.run(base + ["check", "mbpp", "--gold_tests", "private", "-q"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stderr.strip() == "coevo: --gold_tests applies to codecontests"

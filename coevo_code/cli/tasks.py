@@ -60,12 +60,18 @@ class ValidateOptions:
     path: str | None = option(None, "the local file to validate (.jsonl, .jsonl.gz, .json, "
                                     ".parquet); required")
     output: str | None = option(None, "the cleaned file (.jsonl); required", aliases=["-o"])
-    references: int | None = option(None, "decide with the first N Python 3 solutions "
-                                          "(default: all)")
+    references: int | None = option(None, "decide with the first N correct solutions of each "
+                                          "language (default: all)")
+    languages: str = option("python", "whose correct solutions decide, comma-separated among "
+                                      "python, cpp, java")
+    min_dispute: int = option(2, "drop a generated test when at least this many trusted "
+                                 "references dispute its output (1: any one, the old rule)")
     report: str | None = option(None, "write the per-row report (JSON) to this file")
     quiet: bool = option(False, "no progress bar", aliases=["-q"])
 
     def __post_init__(self):
+        if self.min_dispute < 1:
+            raise ValueError(f"--min_dispute must be at least 1, got {self.min_dispute}")
         for flag in ("name", "path", "output"):
             if getattr(self, flag) is None:
                 raise ValueError(f"--{flag} is required" if flag != "name" else
@@ -85,8 +91,8 @@ class TasksCommand(OptionsCommand):
                    "validate": (ValidateOptions, ExecutionOptions)}
     HELP = {"check": "run a dataset's reference (and incorrect) solutions through the sandbox, "
                      "per problem",
-            "validate": "codecontests: drop generated tests the dataset's correct Python 3 "
-                        "solutions disagree with; write the cleaned file"}
+            "validate": "codecontests: drop generated tests that several of the dataset's "
+                        "correct solutions dispute; write the cleaned file"}
 
     def register(self, sub) -> None:
         t = self.add_parser(sub)
@@ -168,7 +174,9 @@ class TasksCommand(OptionsCommand):
         try:
             with tqdm(unit="cell", disable=args.quiet, file=sys.stderr) as bar:
                 rows = validate_codecontests(args.path, args.output, ex,
-                                             references=args.references, progress=bar.update)
+                                             references=args.references, progress=bar.update,
+                                             languages=args.languages,
+                                             min_dispute=args.min_dispute)
         except LoaderError as e:
             raise CLIError(str(e))
         finally:
@@ -178,9 +186,10 @@ class TasksCommand(OptionsCommand):
         dropped = sum(len(r.dropped) for r in rows)
         generated = sum(r.generated for r in rows if not r.skipped)
         skipped = sum(1 for r in rows if r.skipped)
+        contested = sum(len(r.contested) for r in rows)
         print(f"codecontests: {dropped} of {generated} generated tests dropped in "
-              f"{len(rows) - skipped} validated rows ({skipped} not validated); cleaned file: "
-              f"{args.output}")
+              f"{len(rows) - skipped} validated rows ({skipped} not validated; {contested} kept "
+              f"with a single reference against); cleaned file: {args.output}")
         if args.report:
             with open(args.report, "w", encoding="utf-8") as f:
                 json.dump([{"name": r.name, "skipped": r.skipped, **r.record()} for r in rows],
