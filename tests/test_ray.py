@@ -154,7 +154,13 @@ def workload(fx) -> list[dict]:
         {"id": "hostile", "programs": hostile_progs, "tests": pwned, "return_outputs": True},
         {"id": "benign", "programs": list(hostile.BENIGN.values()), "tests": pwned},
         {"id": "empty", "programs": ["print(1)"], "tests": []},
+        {"id": "cpp", "language": "cpp", "tests": v.A_PLUS_B, "return_outputs": True,
+         "programs": [CPP_SUM.format(op="+"), CPP_SUM.format(op="-"), "int main( {"]},
     ]
+
+
+CPP_SUM = '#include <cstdio>\nint main(){{long long a,b; scanf("%lld %lld",&a,&b); ' \
+          'printf("%lld\\n",a{op}b);}}'
 
 
 def _strip(results: list[dict]) -> list[dict]:
@@ -197,6 +203,8 @@ def test_local_workload_is_what_the_tables_say(local_results):
     assert [row[0] for row in by["hostile"]["outcomes"]] == expected
     assert by["benign"]["outcomes"] == [["ok"]] * len(hostile.BENIGN)
     assert by["empty"]["outcomes"] == [[]]
+    n = len(v.A_PLUS_B)  # C++ through the native zygote: the same matrix on a Ray node
+    assert by["cpp"]["outcomes"] == [["ok"] * n, ["wrong_answer"] * n, ["compile_error"] * n]
 
 
 def test_one_node_gives_the_local_matrices(sim, fixtures, local_results):

@@ -106,6 +106,9 @@ def test_hostile_and_fragile_references_keep_every_valid_test(tmp_path, executor
         assert v.disputed_by[5] == {"cpp": 2}, v.line()  # the C++ overflow decides it
         assert v.deciding() == ["python", "cpp"]
     assert report["digest"].outliers == [2] and report["all_three"].outliers == [2]  # DIGEST
+    assert {lang: (c["passing_before"], c["passing_after"])
+            for lang, c in report["digest"].languages.items()} == {"python": (0, 2),
+                                                                   "cpp": (0, 2)}
     assert report["short"].contested == [2, 3] and report["recursive"].crashing == {2: 1, 3: 1}
     assert report["all_three"].contested == [2, 3]
     cleaned = [json.loads(x) for x in out.read_text().splitlines()]
@@ -115,3 +118,17 @@ def test_hostile_and_fragile_references_keep_every_valid_test(tmp_path, executor
     short = validate_codecontests(tmp_path / "cc.jsonl", tmp_path / "old.jsonl", executor,
                                   languages="python,cpp", min_dispute=1)[1]
     assert short.dropped == [2, 3, 4, 5], short.line()
+
+
+def test_references_per_language():
+    from coevo_code.tasks.codecontests import parse_references, reference_cap
+    from coevo_code.tasks.model import LoaderError
+    caps = parse_references("40,java=10")
+    assert [reference_cap(caps, lang) for lang in ("python", "cpp", "java")] == [40, 40, 10]
+    only = parse_references("java=60")
+    assert [reference_cap(only, lang) for lang in ("python", "java")] == [None, 60]
+    assert reference_cap(7, "cpp") == 7 and reference_cap(None, "cpp") is None
+    for bad, said in (("0", "at least 1"), ("rust=3", "unknown language 'rust'"),
+                      ("java=x", "is not N or LANGUAGE=N")):
+        with pytest.raises(LoaderError, match=said):
+            parse_references(bad)

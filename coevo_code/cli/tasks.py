@@ -31,8 +31,10 @@ class CheckOptions:
                                           "three, docs/DATASETS.md)")
     dataset_config: str | None = option(None, "codeforces: the dataset configuration (default: "
                                               "default)", choices=["default", "verifiable"])
-    references: int | None = option(None, "run the first N references (and N incorrect "
-                                          "solutions) of each problem (default: all)")
+    references: str | None = option(None, "run the first N references (and N incorrect "
+                                          "solutions) of each language of each problem; "
+                                          "LANG=N caps one language, e.g. 40,java=10 "
+                                          "(default: all)")
     no_incorrect: bool = option(False, "do not run the incorrect solutions a dataset publishes")
     languages: str | None = option(None, "codecontests: whose solutions to run, comma-separated "
                                          "among python, cpp, java (default: python)")
@@ -47,8 +49,7 @@ class CheckOptions:
     def __post_init__(self):
         if self.name is None:
             raise ValueError(f"give the dataset: {DATASETS}")
-        if self.references is not None and self.references < 1:
-            raise ValueError(f"--references must be at least 1, got {self.references}")
+        self.references = _references(self.references)
 
 
 @dataclass
@@ -60,8 +61,9 @@ class ValidateOptions:
     path: str | None = option(None, "the local file to validate (.jsonl, .jsonl.gz, .json, "
                                     ".parquet); required")
     output: str | None = option(None, "the cleaned file (.jsonl); required", aliases=["-o"])
-    references: int | None = option(None, "decide with the first N correct solutions of each "
-                                          "language (default: all)")
+    references: str | None = option(None, "decide with the first N correct solutions of each "
+                                          "language; LANG=N caps one language, e.g. java=60 "
+                                          "(default: all)")
     languages: str = option("python", "whose correct solutions decide, comma-separated among "
                                       "python, cpp, java")
     min_dispute: int = option(2, "drop a generated test when at least this many trusted "
@@ -79,8 +81,7 @@ class ValidateOptions:
         if self.name != "codecontests":
             raise ValueError(f"tasks validate: the dataset must be codecontests, got "
                              f"{self.name!r}")
-        if self.references is not None and self.references < 1:
-            raise ValueError(f"--references must be at least 1, got {self.references}")
+        self.references = _references(self.references)
 
 
 class TasksCommand(OptionsCommand):
@@ -140,12 +141,13 @@ class TasksCommand(OptionsCommand):
             if not len(ts):
                 raise CLIError(f"{args.name}: no problem left to check")
             from ..tasks.check import reference_count
-            from ..tasks.codecontests import parse_languages
+            from ..tasks.codecontests import parse_languages, reference_cap
             try:
                 languages = parse_languages(args.languages or "python")
             except LoaderError as e:
                 raise CLIError(str(e))
-            cells = sum(len(t.tests) * min(reference_count(t, lang), args.references or 1 << 62)
+            cells = sum(len(t.tests) * min(reference_count(t, lang),
+                                           reference_cap(args.references, lang) or 1 << 62)
                         for t in ts for lang in languages)  # the references' cells
             with tqdm(total=cells, unit="cell", disable=args.quiet, file=sys.stderr) as bar:
                 report = check_tasks(ts, ex, progress=bar.update, references=args.references,
@@ -188,13 +190,23 @@ class TasksCommand(OptionsCommand):
         skipped = sum(1 for r in rows if r.skipped)
         contested = sum(len(r.contested) for r in rows)
         print(f"codecontests: {dropped} of {generated} generated tests dropped in "
-              f"{len(rows) - skipped} validated rows ({skipped} not validated; {contested} kept "
-              f"with a single reference against); cleaned file: {args.output}")
+              f"{len(rows) - skipped} validated rows ({skipped} not validated; {contested} "
+              f"contested tests kept); cleaned file: {args.output}")
         if args.report:
             with open(args.report, "w", encoding="utf-8") as f:
                 json.dump([{"name": r.name, "skipped": r.skipped, **r.record()} for r in rows],
                           f, indent=1)
         return 0
+
+
+def _references(spec):
+    """``--references`` checked when parsed (a bad count or language is the flag's error)."""
+    from ..tasks import LoaderError
+    from ..tasks.codecontests import parse_references
+    try:
+        return parse_references(spec)
+    except LoaderError as e:
+        raise ValueError(str(e)) from None
 
 
 def _old_dataset_config(argv: list[str]) -> list[str]:

@@ -149,7 +149,7 @@ def reference_count(task, lang: str) -> int:
 def solutions_of(task, lang: str, references: int | None, incorrect: bool):
     """(references, incorrect solutions) of ``task`` in ``lang`` (``python``: ``references``
     and ``metadata["incorrect"]``; ``cpp``/``java``: what the loader kept with ``languages``),
-    the first ``references`` of each."""
+    the first ``references`` of each (an int, or per language: :func:`.parse_references`)."""
     if lang == "python":
         refs, bad = task.references, task.metadata.get("incorrect") if incorrect else None
     else:
@@ -157,8 +157,10 @@ def solutions_of(task, lang: str, references: int | None, incorrect: bool):
             return [], []
         refs = (task.metadata.get("native_references") or {}).get(lang) or []
         bad = (task.metadata.get("native_incorrect") or {}).get(lang) if incorrect else None
-    refs = list(refs[:references] if references is not None else refs)
-    bad = list(bad[:references] if references is not None else bad) if bad else []
+    from .codecontests import reference_cap
+    cap = reference_cap(references, lang)
+    refs = list(refs[:cap])
+    bad = list(bad[:cap]) if bad else []
     return refs, bad
 
 

@@ -53,6 +53,40 @@ def parse_languages(languages) -> tuple[str, ...]:
         raise LoaderError(f"languages must be among {', '.join(RUN_LANGUAGES)}, got "
                           f"{','.join(bad) or 'none'}")
     return names
+
+
+def parse_references(spec) -> dict[str, int] | None:
+    """``--references``: ``N`` (the first N solutions of every language), ``java=N`` (of that
+    language; the others all), or both, comma-separated (``40,java=10``): {language or ``*``:
+    N}, or None for all. A count under 1 or an unknown language is a one-line LoaderError."""
+    if spec is None or isinstance(spec, dict):
+        return spec
+    if isinstance(spec, int):
+        spec = str(spec)
+    caps = {}
+    for part in str(spec).split(","):
+        lang, _, n = part.strip().rpartition("=")
+        lang = lang.strip().lower() or "*"
+        if lang != "*" and lang not in RUN_LANGUAGES:
+            raise LoaderError(f"--references: unknown language {lang!r} in {spec!r}; languages "
+                              f"are {', '.join(RUN_LANGUAGES)}")
+        try:
+            caps[lang] = int(n)
+        except ValueError:
+            raise LoaderError(f"--references: {part.strip()!r} is not N or LANGUAGE=N") from None
+        if caps[lang] < 1:
+            raise LoaderError(f"--references must be at least 1, got {part.strip()!r}")
+    return caps
+
+
+def reference_cap(references, lang: str) -> int | None:
+    """How many of ``lang``'s solutions to run under ``references`` (an int, a
+    :func:`parse_references` dict, or None: all)."""
+    if references is None or isinstance(references, int):
+        return references
+    return references.get(lang, references.get("*"))
+
+
 # what a fetch re-reads (parquet reads only these columns)
 LAZY_COLUMNS = ("name", "public_tests", "private_tests", "generated_tests", "solutions",
                 "incorrect_solutions")

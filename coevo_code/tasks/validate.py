@@ -46,7 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .codecontests import NATIVE_CODES, PYTHON2, PYTHON3, parse_languages, solutions
+from .codecontests import (NATIVE_CODES, PYTHON2, PYTHON3, parse_languages, parse_references,
+                           reference_cap, solutions)
 from .loaders import _io_pairs
 from .model import LoaderError
 from .rows import iter_rows
@@ -141,6 +142,7 @@ class RowValidation:
     # language -> {references, trusted, voting}; test -> {language: voters disputing}
     languages: dict[str, dict] = field(default_factory=dict)
     disputed_by: dict[int, dict[str, int]] = field(default_factory=dict)
+    min_dispute: int = MIN_DISPUTE
     skipped: str | None = None
 
     def deciding(self) -> list[str]:
@@ -155,6 +157,9 @@ class RowValidation:
         s = (f"{self.name}: {len(self.dropped)} of {self.generated} generated tests dropped "
              f"({self.trusted} of {self.references} references pass every public and private "
              f"test; voting: {langs})")
+        s += "; passing all tests before -> after: " + ", ".join(
+            f"{lang} {c['passing_before']} -> {c['passing_after']}"
+            for lang, c in self.languages.items() if c["references"])
         if self.memorizing:
             s += (f"; {len(self.memorizing)} solutions hold public/private inputs verbatim "
                   f"and do not decide ({', '.join(map(str, self.memorizing[:10]))})")
@@ -166,8 +171,9 @@ class RowValidation:
                 f"{j} ({_by(self.disputed_by.get(j)) or f'{self.crashing.get(j, 0)} crash'})"
                 for j in self.dropped[:30]) + (" ..." if len(self.dropped) > 30 else "")
         if self.contested:
-            s += (f"; {len(self.contested)} kept with a single reference against "
-                  f"({', '.join(map(str, self.contested[:10]))})")
+            s += (f"; {len(self.contested)} contested, kept: under {self.min_dispute} "
+                  f"disputing ({', '.join(map(str, self.contested[:10]))}"
+                  + (" ..." if len(self.contested) > 10 else "") + ")")
         if self.slow:
             s += f"; {len(self.slow)} tests had timeouts or memory limits"
         return s
@@ -219,7 +225,8 @@ def _plan(row: dict, languages, references, where, time_s, mem_mb, v) -> _Plan |
     plan = _Plan([], len(setters))
     for lang in languages:
         seen, mine = set(), []
-        for i, src in enumerate(solutions(row, "solutions", CODES[lang])[:references]):
+        for i, src in enumerate(solutions(row, "solutions", CODES[lang])
+                                [:reference_cap(references, lang)]):
             if src.strip() in seen:
                 continue  # the same program again: one vote
             seen.add(src.strip())
@@ -227,7 +234,8 @@ def _plan(row: dict, languages, references, where, time_s, mem_mb, v) -> _Plan |
                 v.memorizing.append(_name(lang, i))
                 continue
             mine.append((lang, i, src))
-        v.languages[lang] = {"references": len(mine), "trusted": 0, "voting": 0}
+        v.languages[lang] = {"references": len(mine), "trusted": 0, "voting": 0,
+                             "passing_before": 0, "passing_after": 0}
         if not mine:
             continue
         v.references += len(mine)
@@ -267,6 +275,11 @@ def _decide(v: RowValidation, plan: _Plan, results: list[dict], min_dispute: int
     for lang, _, _ in voting:
         v.languages[lang]["voting"] += 1
     v.dropped, v.contested = d.dropped, d.contested
+    kept = [j for j in range(v.generated) if j not in set(d.dropped)]
+    for (lang, _, _), outs in zip(plan.refs, rows):  # every reference run, trusted or not
+        v.languages[lang]["passing_before"] += all(o == CONFIRM for o in outs)
+        v.languages[lang]["passing_after"] += all(o == CONFIRM for o in outs[:n]) and all(
+            outs[n + j] == CONFIRM for j in kept)
     v.disagreeing, v.crashing, v.slow = d.disputes, d.crashes, d.slow
     for j in d.disputes:
         by = Counter(ref[0] for k, (ref, outs) in enumerate(trusted)
@@ -292,6 +305,7 @@ def validate_codecontests(source, out_path, executor, references: int | None = N
     written ``batch`` at a time."""
     from .codecontests import FALLBACK_MEMORY_MB, FALLBACK_TIME_LIMIT_S, limits
     languages = parse_languages(languages)
+    references = parse_references(references)
     if min_dispute < 1:
         raise LoaderError(f"tasks validate: --min_dispute must be at least 1, got {min_dispute}")
     rows, _, _ = iter_rows(source, "codecontests")
@@ -316,7 +330,7 @@ def validate_codecontests(source, out_path, executor, references: int | None = N
             name = str(row.get("name", k))
             where = f"codecontests record {k} ({name})"
             v = RowValidation(name, generated=len((row.get("generated_tests") or {})
-                                                   .get("input") or []))
+                                                   .get("input") or []), min_dispute=min_dispute)
             plan = None
             if not v.generated:
                 v.skipped = "no generated tests"
