@@ -65,7 +65,8 @@ class SandboxWorker:
 
     def run_unit(self, job: Job, tests=None):
         """Run one unit (a sub-job: some programs x some tests) on one free slot; returns its
-        outcomes and outputs (``None`` unless asked). ``tests``, when given, replaces the
+        outcomes, outputs (``None`` unless asked) and, for C++ and Java, the compiler's
+        diagnostics by program row (``{}`` for Python). ``tests``, when given, replaces the
         job's (the driver puts large test chunks in the object store once, for every program)."""
         ex = self.ex
         if tests is not None:
@@ -85,7 +86,7 @@ class SandboxWorker:
                         self._cells[slot.index] = cells
                 except Exception:  # noqa: BLE001 - a server in doubt is replaced next unit
                     slot.close()
-            return st.outcomes, st.outputs
+            return st.outcomes, st.outputs, st.compile_output
         finally:
             self._free.put(slot)
 

@@ -111,12 +111,14 @@ def drive(pool: NodePool, states: list, units: list[RayUnit], progress, *, max_r
         n.heard = n.progressed = now
         n.ping_ref = None
 
-    def write(u: RayUnit, outcomes, outputs) -> None:
+    def write(u: RayUnit, outcomes, outputs, compiled=None) -> None:
         st = states[u.job]
         for r, p in enumerate(u.programs):
             st.outcomes[p][u.a:u.b] = outcomes[r]
             if st.outputs is not None and outputs is not None:
                 st.outputs[p][u.a:u.b] = outputs[r]
+            if compiled and r in compiled:  # C++/Java: the compiler's text of this row
+                st.compile_output[p] = compiled[r]
         st.t1 = max(st.t1, time.monotonic())
         if progress is not None:
             progress(u.cells)
@@ -185,7 +187,7 @@ def drive(pool: NodePool, states: list, units: list[RayUnit], progress, *, max_r
                 node, u = inflight.pop(ref)
                 node.inflight.pop(ref, None)
                 try:
-                    outcomes, outputs = ray.get(ref)
+                    outcomes, outputs, compiled = ray.get(ref)
                     if len(outcomes) != len(u.programs) or any(
                             len(r) != u.b - u.a for r in outcomes):
                         raise ValueError("a result of the wrong shape")
@@ -200,7 +202,7 @@ def drive(pool: NodePool, states: list, units: list[RayUnit], progress, *, max_r
                     retry(u)
                     continue
                 node.heard = node.progressed = now
-                write(u, outcomes, outputs)
+                write(u, outcomes, outputs, compiled)
             # watchdog: pings for nodes that went quiet, and deadlines
             for node in [n for n in pool.nodes if n.alive and n.inflight]:
                 quiet = now - node.heard
