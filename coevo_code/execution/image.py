@@ -49,7 +49,7 @@ from .image_toolchains import probe as probe_toolchains
 DEFAULT_TAG = "coevo-sandbox:latest"
 IMAGE_PYTHON = "/usr/local/bin/python3"
 MAX_IMAGE_MB = 200  # Python, its standard library and numpy ...
-TOOLCHAIN_MB = {"cpp": 150, "java": 250}  # ... and what each toolchain may add
+TOOLCHAIN_MB = {"cpp": 120, "java": 220}  # ... and what each toolchain may add
 
 # Parts of the standard library a judged program has no use for (and 170 MB of the test suite).
 STDLIB_SKIP_DIRS = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
