@@ -114,26 +114,30 @@ def _under(path: str, dirs) -> str | None:
 
 
 # ---- package managers: which package owns a header, and what else it holds ------------------
-def _owners(paths: list[str]) -> dict[str, str | None] | None:
-    """{path: owning package or None} from dpkg or rpm; None where neither is here."""
+def _owners(paths: list[str]) -> tuple[set[str], list[str]] | None:
+    """The packages owning ``paths`` and the paths no package owns, from dpkg or rpm (one call
+    for all); None where neither is here."""
     if not paths:
-        return {}
+        return set(), []
     if shutil.which("dpkg-query"):
         r = _run(["dpkg-query", "-S", *paths])
-        out: dict[str, str | None] = dict.fromkeys(paths)
+        owned: dict[str, str] = {}
         for line in r.stdout.splitlines():
             if ": " not in line or line.startswith("diversion "):
                 continue
             pkgs, path = line.split(": ", 1)
-            if path in out:
-                out[path] = pkgs.split(",")[0].strip()
-        return out
-    if shutil.which("rpm"):
-        out = {}
-        for p in paths:
-            r = _run(["rpm", "-qf", "--qf", "%{NAME}\n", p])
-            out[p] = r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout else None
-        return out
+            owned[path] = pkgs.split(",")[0].strip()
+        return set(owned.values()), [p for p in paths if p not in owned]
+    if shutil.which("rpm"):  # a package name per line, or "file X is not owned by any package"
+        r = _run(["rpm", "-qf", "--qf", "%{NAME}\n", *paths])
+        pkgs, unowned = set(), []
+        for line in r.stdout.splitlines():
+            m = re.match(r"file (/.*) is not owned by any package$", line.strip())
+            if m:
+                unowned.append(m.group(1))
+            elif line.strip() and " " not in line.strip():
+                pkgs.add(line.strip())
+        return pkgs, unowned
     return None
 
 
@@ -158,10 +162,9 @@ def _headers(include_dirs: list[str], read: list[str], own_dirs: list[str]) -> t
         whole = set(include_dirs)
         files: list[str] = []
     else:
-        pkgs = {pkg for pkg in owners.values() if pkg}
-        for p, pkg in owners.items():
-            if pkg is None:  # a header no package owns: its directory whole
-                whole.add(_under(p, include_dirs))
+        pkgs, unowned = owners
+        for p in unowned:  # a header no package owns: its directory whole
+            whole.add(_under(p, include_dirs))
         files = [p for p in _package_files(pkgs) if _under(p, include_dirs)
                  and (os.path.islink(p) or os.path.isfile(p))]
         how = "the headers of " + ", ".join(sorted(pkgs))
