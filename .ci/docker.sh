@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI: a Docker engine and the docker launcher's image, so that the docker parameters of the
-# sandbox tests run instead of skipping. Idempotent: installs docker.io only where dockerd is
+# sandbox tests run instead of skipping. The image holds the host's g++ and JDK where they are
+# installed (.ci/run installs them first), so that the C++ and Java suites run under docker too. Idempotent: installs docker.io only where dockerd is
 # missing, starts dockerd only where no engine answers, and `coevo build-image` does nothing
 # when the image is up to date. Never fails the CI: where Docker cannot run here it prints one
 # line saying why and exits 0 (the docker tests then skip, giving their reason).
@@ -56,7 +57,8 @@ docker info >/dev/null 2>&1 || skip "the engine does not answer this user (docke
 t1=$(date +%s)
 
 "$PY" -m coevo_code.execution.image --tag "$TAG" || skip "coevo build-image failed (see above)"
+langs=$(docker image inspect -f '{{index .Config.Labels "coevo.languages"}}' "$TAG" 2>/dev/null)
 out=$(timeout 60 docker run --rm --network none --read-only "$TAG" \
       /usr/local/bin/python3 -I -c 'import numpy; print("ok")' 2>&1) \
   || skip "the engine cannot run a container here: $(echo "$out" | tail -1 | cut -c1-200)"
-echo "ci: docker: engine ready in $((t1 - t0)) s, image $TAG ready in $(($(date +%s) - t1)) s"
+echo "ci: docker: engine ready in $((t1 - t0)) s, image $TAG (${langs:-?}) ready in $(($(date +%s) - t1)) s"

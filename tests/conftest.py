@@ -31,6 +31,20 @@ def docker_available() -> tuple[bool, str]:
     return _DOCKER
 
 
+_HOST_TOOLS: dict | None = None
+
+
+def host_has_toolchain(lang: str) -> bool:
+    """Whether this host has ``lang``'s toolchain on the judge's PATH (``native.find_tools``).
+    Where it has, every launcher's sandbox must run the language: bwrap and direct use the
+    host's, and ``coevo build-image`` puts it into the docker image."""
+    global _HOST_TOOLS
+    if _HOST_TOOLS is None:
+        from coevo_code.sandbox.native import find_tools
+        _HOST_TOOLS = find_tools()[0]
+    return bool(_HOST_TOOLS.get(lang, (False,))[0])
+
+
 def launchers(docker: bool = True) -> list:
     """bwrap where it works here (CI installs it), docker where an engine answers and the image
     is built (a slow test: left out of the fast tier), and always the direct launcher."""

@@ -1,8 +1,10 @@
 """The docker launcher against a real engine: the image (``coevo build-image``, built by CI's
-``.ci/docker.sh``), verdicts equal to the direct launcher's, and containers that go away.
+``.ci/docker.sh``), verdicts equal to the direct launcher's, an image without toolchains that
+refuses C++ and Java in one line, and containers that go away.
 
 Skipped, with the reason, where no engine answers or the image is absent. The verdict, hostile,
-isolation and reward-hack suites also run under docker there (``conftest.launchers``)."""
+isolation, reward-hack and native (C++ and Java) suites also run under docker there
+(``conftest.launchers``)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ import time
 import pytest
 
 from coevo_code.execution import Executor
-from coevo_code.execution.image import DEFAULT_TAG, MAX_IMAGE_MB, image_info
-from conftest import docker_available, owned_processes
+from coevo_code.execution.image import DEFAULT_TAG, build_image, image_info, max_image_mb
+from coevo_code.execution.launchers import DockerLauncher
+from conftest import docker_available, host_has_toolchain, owned_processes
 from test_verdicts import A_PLUS_B, CHECKER, CORRECT, FAILING
 
 ok, why = docker_available()
@@ -37,20 +40,51 @@ def docker_ex():
         yield ex
 
 
-def test_the_image_is_small_and_holds_python_and_numpy_but_no_coevo_code(docker_ex):
+def test_the_image_is_small_and_holds_python_numpy_and_the_toolchains_but_no_coevo_code(
+        docker_ex):
     info = image_info(DEFAULT_TAG)
     assert info is not None
-    assert info["size"] <= MAX_IMAGE_MB * 1e6, f"{info['size'] / 1e6:.1f} MB"
+    languages = info["labels"].get("coevo.languages", "python").split(",")
+    assert info["size"] <= max_image_mb(languages) * 1e6, f"{info['size'] / 1e6:.1f} MB"
     assert info["labels"].get("coevo.python") == "/usr/local/bin/python3"
-    probe = ("import importlib.util, sys, numpy\n"
+    # built on this host, it holds every toolchain the host has, and its judges find them
+    for lang in ("cpp", "java"):
+        assert (lang in languages) == host_has_toolchain(lang), (lang, languages)
+        assert docker_ex.languages()[lang][0] == (lang in languages), docker_ex.languages()
+    probe = ("import importlib.util, os, sys, numpy\n"
              "print(sys.executable, numpy.__version__, int(numpy.arange(5).sum()),"
-             " importlib.util.find_spec('coevo_code') is None)")
+             " importlib.util.find_spec('coevo_code') is None, os.path.exists('/bin/sh'))")
     res = docker_ex.run([{"programs": [probe], "tests": [{"input": "", "output": ""}],
                           "return_outputs": True}])[0]
-    exe, version, total, no_coevo = res["outputs"][0][0].split()
+    exe, version, total, no_coevo, shell = res["outputs"][0][0].split()
     assert exe == "/usr/local/bin/python3"
     assert version.split(".")[0].isdigit() and total == "10"
     assert no_coevo == "True"  # the sandbox modules come on the judge's command line only
+    assert shell == "False"  # the toolchains came without a shell
+
+
+def test_an_image_without_toolchains_refuses_cpp_and_java_in_one_line():
+    """``coevo build-image --languages python``: the judges find no compiler, say so, and a C++
+    or Java job gets its one-line error instead of a matrix."""
+    tag = "coevo-sandbox:test-no-toolchains"
+    out = build_image(tag, languages="python", force=True, log=lambda *a: None)
+    try:
+        assert out["languages"] == ["python"]
+        assert image_info(tag)["labels"]["coevo.languages"] == "python"
+        with Executor(slots=1, launcher=DockerLauncher(image=tag)) as ex:
+            langs = ex.languages()
+            assert not langs["cpp"][0] and "g++ not found on /usr/local/bin" in langs["cpp"][1]
+            assert not langs["java"][0] and "javac, java not found" in langs["java"][1]
+            res = ex.run([{"id": lang, "language": lang, "programs": ["x"],
+                           "tests": [{"input": "", "output": ""}]} for lang in ("cpp", "java")])
+            ok = ex.run([{"programs": ["print(1)"], "tests": [{"input": "", "output": "1"}]}])
+    finally:
+        import docker
+        docker.from_env(timeout=60).images.remove(tag, force=True)
+    for r, lang in zip(res, ("cpp", "java")):
+        assert "outcomes" not in r and "\n" not in r["error"], r
+        assert r["error"].startswith(f"'language' {lang!r} cannot run in this sandbox: "), r
+    assert ok[0]["outcomes"] == [["ok"]]
 
 
 def _verdict_workload() -> list[dict]:

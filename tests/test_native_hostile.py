@@ -1,4 +1,5 @@
-"""Hostile C++ programs (and compiles), each in its own test, under every launcher that runs C++.
+"""Hostile C++ programs (and compiles), each in its own test, under every launcher: bwrap,
+direct and docker (whose image holds the host's g++ and JDK: ``coevo build-image``).
 
 As in test_hostile.py, a program prints ``pwned`` only once its aim is reached and the expected
 output is ``pwned``, so an ``ok`` verdict would mean the attack worked; where a call is refused
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import executor_fixture
+from conftest import executor_fixture, host_has_toolchain
 
 executor = executor_fixture(docker=True)
 
@@ -129,11 +130,20 @@ def descendants(pids: list[int]) -> set[int]:
     return out
 
 
+def need(ex, lang):
+    """Skip where this host has no toolchain for ``lang`` (the job is then refused, checked
+    here); where it has one, every launcher's sandbox must run the language."""
+    if not ex.languages().get(lang, (False,))[0]:
+        assert not host_has_toolchain(lang), (
+            f"the {ex.launcher.name} sandbox has no {lang} toolchain though this host has one "
+            "(docker: rebuild the image with 'coevo build-image')")
+        [res] = ex.run([{"language": lang, "programs": ["x"], "tests": []}])
+        assert f"'language' {lang!r} cannot run in this sandbox" in res["error"]
+        pytest.skip(f"this host has no {lang} toolchain (the job is refused)")
+
+
 def need_cpp(ex):
-    if not ex.languages().get("cpp", (False,))[0]:
-        [res] = ex.run([{"language": "cpp", "programs": ["int main(){}"], "tests": []}])
-        assert "'language' 'cpp' cannot run in this sandbox" in res["error"]
-        pytest.skip(f"no C++ toolchain in the {ex.launcher.name} sandbox (the job is refused)")
+    need(ex, "cpp")
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
@@ -243,8 +253,7 @@ JAVA_HOSTILE = {  # each exits 1 (an uncaught exception) where it is refused
 
 
 def test_hostile_java_programs_are_contained(executor, precious, listener, canary):
-    if not executor.languages().get("java", (False,))[0]:
-        pytest.skip(f"no Java toolchain in the {executor.launcher.name} sandbox")
+    need(executor, "java")
     servers = executor.server_pids()
     before = descendants(servers)
     progs = [_fill("public class Main { public static void main(String[] a) throws Exception {"

@@ -1,10 +1,13 @@
 """The docker launcher's image, built offline from this host's own Python installation.
 
 ``build_image()`` (``coevo build-image``) assembles a root file system that holds a Python
-interpreter, its standard library, numpy and the shared libraries they load (found with ``ldd``),
-and nothing else: no shell, no package manager, no ``/etc/passwd``, no coevo code (the launcher
-sends the sandbox modules on the judge's command line). It is imported with ``docker import``
-through the engine's API, so no registry is needed. Layout (like the official python images)::
+interpreter, its standard library, numpy, the host's C++ and Java toolchains where it has them
+(``image_toolchains.py``: g++ with its passes, headers and the static libraries of the judge's
+``-static`` link; the JDK's javac and java) and the shared libraries all of these load (found
+with ``ldd``), and nothing else: no shell, no package manager, no ``/etc/passwd``, no coevo code
+(the launcher sends the sandbox modules on the judge's command line). It is imported with
+``docker import`` through the engine's API, so no registry is needed. Layout (like the official
+python images)::
 
     /usr/local/bin/python3, python3.X, python   the interpreter
     /usr/local/lib/python3.X/                   its standard library (no test suite, IDLE, tkinter,
@@ -13,11 +16,17 @@ through the engine's API, so no registry is needed. Layout (like the official py
                                                 Debian-built Python looks: .../dist-packages)
     /usr/lib/<multiarch>/                       libpython and every shared library ldd names
     /usr/lib64/ld-linux-*.so.*                  the dynamic loader
-    /bin, /lib, /lib64 -> usr/...               merged-/usr links; empty /tmp, /etc, /proc, /dev
+    /bin, /lib, /lib64 -> usr/...               merged-/usr links; empty /tmp, /proc, /dev
+    the toolchains' files                       at their host paths, with the links that lead
+                                                to them (/usr/bin/g++, /usr/lib/gcc/..., the
+                                                headers, /usr/bin/java -> /etc/alternatives/
+                                                java -> <JDK>/bin/java, /etc/java-N-openjdk)
 
-The image carries labels: ``coevo.python`` (the interpreter's path inside it) and
-``coevo.fingerprint`` (a hash of what went in): ``build_image`` does nothing when an image of the
-same tag already has the fingerprint it would build, unless ``force``.
+The image carries labels: ``coevo.python`` (the interpreter's path inside it),
+``coevo.languages`` (``python,cpp,java``: what its judges can run) and ``coevo.fingerprint`` (a
+hash of what went in, every toolchain file's path, size and time included): ``build_image`` does
+nothing when an image of the same tag already has the fingerprint it would build, unless
+``force``.
 """
 
 from __future__ import annotations
@@ -34,9 +43,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from .image_toolchains import TOOL_LANGUAGES, ToolchainError, place
+from .image_toolchains import probe as probe_toolchains
+
 DEFAULT_TAG = "coevo-sandbox:latest"
 IMAGE_PYTHON = "/usr/local/bin/python3"
-MAX_IMAGE_MB = 200
+MAX_IMAGE_MB = 200  # Python, its standard library and numpy ...
+TOOLCHAIN_MB = {"cpp": 120, "java": 220}  # ... and what each toolchain may add
 
 # Parts of the standard library a judged program has no use for (and 170 MB of the test suite).
 STDLIB_SKIP_DIRS = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
@@ -106,8 +119,10 @@ def _is_elf(path: Path) -> bool:
         return False
 
 
-def _ldd(paths: list[Path]) -> tuple[dict[str, str], str | None]:
-    """The shared libraries ``paths`` load (soname -> host path) and the dynamic loader."""
+def _ldd(paths: list[Path], provided=frozenset()) -> tuple[dict[str, str], str | None]:
+    """The shared libraries ``paths`` load (soname -> host path) and the dynamic loader.
+    ``provided``: sonames the image holds where their users find them at run time though ldd
+    does not (the JVM's libjvm.so, loaded before the libraries that name it)."""
     libs: dict[str, str] = {}
     loader = None
     for i in range(0, len(paths), 64):
@@ -117,6 +132,8 @@ def _ldd(paths: list[Path]) -> tuple[dict[str, str], str | None]:
             line = line.strip()
             if "not found" in line:
                 name = line.split()[0]
+                if name in provided:
+                    continue
                 raise BuildError(f"ldd: {name} is not found for one of {batch}")
             if "=>" in line:
                 name, rest = line.split("=>", 1)
@@ -166,9 +183,12 @@ def _skip_numpy_file(rel: Path, f: str) -> bool:
     return f.endswith(NUMPY_SKIP_SUFFIXES) or _skip_pyc_or()(rel, f)
 
 
-def _fingerprint(info: dict, sources: list[Path]) -> str:
+def _fingerprint(info: dict, sources: list[Path], toolchains: dict | None = None) -> str:
     h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(Path(__file__).with_name("image_toolchains.py").read_bytes())
     h.update(json.dumps(info, sort_keys=True).encode())
+    for lang, tc in sorted((toolchains or {}).items()):  # every file of it: path, size, time
+        h.update(json.dumps(tc.describe(), sort_keys=True).encode())
     for p in sources:
         try:
             st = p.stat()
@@ -178,8 +198,10 @@ def _fingerprint(info: dict, sources: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def assemble_rootfs(root: Path, info: dict) -> dict:
-    """Lay the image's files out under ``root``; returns counts and the libraries copied."""
+def assemble_rootfs(root: Path, info: dict, toolchains: dict | None = None) -> dict:
+    """Lay the image's files out under ``root``, with ``toolchains``
+    (``image_toolchains.probe``'s) at their host paths; returns counts, the libraries copied
+    and the bytes of each toolchain."""
     ver = info["version"]
     local = root / "usr" / "local"
     stdlib_dst = local / "lib" / f"python{ver}"
@@ -212,11 +234,19 @@ def assemble_rootfs(root: Path, info: dict) -> dict:
                        capture_output=True, text=True, timeout=600)
     if r.returncode not in (0, 1):  # 1: a file that does not compile (some lib2to3 fixtures)
         raise BuildError(f"compileall failed: {r.stderr.strip()[-500:]}")
+    # the C++ and Java toolchains, each file at its host path with the links that lead to it
+    tool_bytes, provided = {}, set()
+    for lang, tc in (toolchains or {}).items():
+        try:
+            tool_bytes[lang] = sum(place(root, p) for p in tc.paths)
+        except (ToolchainError, OSError) as e:
+            raise BuildError(f"placing the {lang} toolchain: {e}") from e
+        provided |= tc.provided
     # every shared library these load, and the dynamic loader
     elves = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and _is_elf(p)]
     # ldd runs on the host copies, so that the libraries resolve as they do here
     host_elves = [Path(info["executable"])] + [p for p in elves if p != exe]
-    libs, loader = _ldd(host_elves)
+    libs, loader = _ldd(host_elves, provided)
     if loader is None:
         raise BuildError("ldd named no dynamic loader for the interpreter")
     libc = libs.get("libc.so.6")
@@ -251,7 +281,7 @@ def assemble_rootfs(root: Path, info: dict) -> dict:
     if leaked:
         raise BuildError(f"the image would hold coevo files: {leaked[:3]}")
     return {"stdlib_files": n_std, "dynload_files": n_dyn, "numpy_files": n_np,
-            "libraries": copied, "loader": loader}
+            "libraries": copied, "loader": loader, "toolchain_bytes": tool_bytes}
 
 
 def _tar_filter(t: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -290,40 +320,69 @@ def image_info(tag: str = DEFAULT_TAG, client=None) -> dict | None:
             "labels": (img.attrs.get("Config") or {}).get("Labels") or {}}
 
 
+def parse_languages(spec: str | None) -> tuple[tuple[str, ...], bool]:
+    """``--languages``: None or ``auto`` (Python, and every toolchain this host has), else a
+    comma-separated list that must hold ``python``. Returns the toolchain languages and whether
+    they are required (named) rather than taken where found."""
+    if spec is None or spec == "auto":
+        return TOOL_LANGUAGES, False
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ("python",) + TOOL_LANGUAGES]
+    if unknown or "python" not in names:
+        raise BuildError(f"--languages {spec!r}: a comma-separated list of python (always), "
+                         f"{', '.join(TOOL_LANGUAGES)}; or auto")
+    return tuple(n for n in TOOL_LANGUAGES if n in names), True
+
+
+def max_image_mb(languages) -> int:
+    """The size an image holding ``languages`` should stay under (the tests check it)."""
+    return MAX_IMAGE_MB + sum(TOOLCHAIN_MB.get(lang, 0) for lang in languages)
+
+
 def build_image(tag: str = DEFAULT_TAG, python: str | None = None, force: bool = False,
-                workdir: str | None = None, log=print) -> dict:
-    """Build the sandbox image from ``python``'s installation (default: this interpreter) and
-    import it into the engine as ``tag``; no registry is contacted. Returns what was done:
-    ``tag``, ``id``, ``size_mb``, ``seconds``, ``python``, ``numpy``, ``built`` (False when an
-    image with the same fingerprint was already there)."""
+                workdir: str | None = None, log=print, languages: str | None = None) -> dict:
+    """Build the sandbox image from ``python``'s installation (default: this interpreter), with
+    the C++ and Java toolchains of ``languages`` (``parse_languages``; default: every one this
+    host has), and import it into the engine as ``tag``; no registry is contacted. Returns what
+    was done: ``tag``, ``id``, ``size_mb``, ``seconds``, ``python``, ``numpy``, ``languages``,
+    ``built`` (False when an image with the same fingerprint was already there)."""
     t0 = time.monotonic()
     python = python or sys.executable
     info = probe_python(python)
+    wanted, required = parse_languages(languages)
+    try:
+        toolchains = probe_toolchains(wanted, workdir, required=wanted if required else ())
+    except ToolchainError as e:
+        raise BuildError(str(e)) from e
+    langs = ["python"] + list(toolchains)
     client = _client()
     sources = [Path(info["executable"]), Path(info["stdlib"]) / "os.py",
                Path(info["numpy"]) / "__init__.py", Path(info["numpy"]) / "version.py"]
-    fp = _fingerprint(info, sources)
+    fp = _fingerprint(info, sources, toolchains)
     have = image_info(tag, client)
     out = {"tag": tag, "python": f"{info['full_version']} ({info['executable']})",
-           "numpy": info["numpy_version"], "fingerprint": fp}
+           "numpy": info["numpy_version"], "fingerprint": fp, "languages": langs,
+           "toolchains": {lang: tc.version for lang, tc in toolchains.items()}}
+    tools = "".join(f", {tc.version}" for tc in toolchains.values())
     if have and have["labels"].get("coevo.fingerprint") == fp and not force:
         out.update(id=have["id"], size_mb=round(have["size"] / 1e6, 1), built=False,
                    seconds=round(time.monotonic() - t0, 1))
         log(f"coevo build-image: {tag} is up to date ({out['size_mb']} MB, Python "
-            f"{out['python']}, numpy {out['numpy']}); --force rebuilds it")
+            f"{out['python']}, numpy {out['numpy']}{tools}); --force rebuilds it")
         return out
     with tempfile.TemporaryDirectory(prefix="coevo-image-", dir=workdir) as tmp:
         root = Path(tmp) / "rootfs"
         root.mkdir()
-        done = assemble_rootfs(root, info)
+        done = assemble_rootfs(root, info, toolchains)
         t1 = time.monotonic()
         tar_path = Path(tmp) / "rootfs.tar"
         with tarfile.open(tar_path, "w", format=tarfile.PAX_FORMAT) as tar:
             for entry in sorted(os.listdir(root)):
                 tar.add(root / entry, arcname=entry, filter=_tar_filter)
+        source = f"python-{info['full_version']}+numpy-{info['numpy_version']}" + "".join(
+            "+" + tc.version.replace(" ", "-") for tc in toolchains.values())
         changes = [f"LABEL coevo.python={IMAGE_PYTHON}", f"LABEL coevo.fingerprint={fp}",
-                   f"LABEL coevo.source=python-{info['full_version']}+numpy-"
-                   f"{info['numpy_version']}",
+                   f"LABEL coevo.languages={','.join(langs)}", f"LABEL coevo.source={source}",
                    "ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 "
                    "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1",
                    "WORKDIR /tmp", f'CMD ["{IMAGE_PYTHON}"]']
@@ -342,29 +401,51 @@ def build_image(tag: str = DEFAULT_TAG, python: str | None = None, force: bool =
     out.update(id=have["id"], size_mb=round(have["size"] / 1e6, 1), built=True,
                seconds=round(time.monotonic() - t0, 1), assemble_s=round(t1 - t0, 1),
                import_s=round(t2 - t1, 1), libraries=sorted(done["libraries"]),
-               files=done["stdlib_files"] + done["dynload_files"] + done["numpy_files"])
+               files=done["stdlib_files"] + done["dynload_files"] + done["numpy_files"],
+               toolchain_mb={lang: round(b / 1e6, 1)
+                             for lang, b in done["toolchain_bytes"].items()})
+    with_tools = "".join(f", {tc.version} ({out['toolchain_mb'][lang]} MB)"
+                         for lang, tc in toolchains.items())
     log(f"coevo build-image: built {tag} ({out['id'][7:19]}) from Python {out['python']} and "
-        f"numpy {out['numpy']}: {out['size_mb']} MB, {out['files']} files and "
+        f"numpy {out['numpy']}{with_tools}: {out['size_mb']} MB, {out['files']} Python files and "
         f"{len(out['libraries'])} shared libraries, in {out['seconds']} s (root file system "
-        f"{out['assemble_s']} s, tar and docker import {out['import_s']} s); no registry used")
-    if out["size_mb"] > MAX_IMAGE_MB:
-        log(f"coevo build-image: warning: the image is over {MAX_IMAGE_MB} MB")
+        f"{out['assemble_s']} s, tar and docker import {out['import_s']} s); languages "
+        f"{', '.join(langs)}; no registry used")
+    for lang, tc in toolchains.items():
+        for note in tc.notes:
+            log(f"coevo build-image: {lang}: {note}")
+    missing = [lang for lang in TOOL_LANGUAGES if lang not in toolchains]
+    if missing and not required:
+        log(f"coevo build-image: no {', '.join(missing)} toolchain on this host "
+            f"({', '.join(missing)} jobs are refused under docker)")
+    if out["size_mb"] > max_image_mb(langs):
+        log(f"coevo build-image: warning: the image is over {max_image_mb(langs)} MB")
     return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="coevo build-image",
                                  description="build the docker launcher's sandbox image offline, "
-                                             "from this host's Python installation and numpy")
+                                             "from this host's Python installation and numpy, "
+                                             "and its C++ and Java toolchains")
     ap.add_argument("--tag", default=DEFAULT_TAG, help=f"image tag (default {DEFAULT_TAG})")
     ap.add_argument("--python", default=None,
                     help="the interpreter whose installation and numpy go into the image "
                          "(default: the one running this command)")
+    ap.add_argument("--languages", default=None, metavar="LIST",
+                    help="what the image runs: python plus any of cpp, java, comma-separated "
+                         "(a named toolchain the host lacks is an error); default auto: "
+                         "python and every toolchain (g++, a JDK) this host has")
+    ap.add_argument("--no-toolchains", action="store_true",
+                    help="Python only (the same as --languages python)")
     ap.add_argument("--force", action="store_true",
                     help="rebuild even when an up-to-date image of this tag exists")
     args = ap.parse_args(argv)
+    if args.no_toolchains and args.languages not in (None, "python"):
+        ap.error("--no-toolchains and --languages name different sets")
     try:
-        build_image(args.tag, python=args.python, force=args.force)
+        build_image(args.tag, python=args.python, force=args.force,
+                    languages="python" if args.no_toolchains else args.languages)
     except BuildError as e:
         print(f"coevo build-image: {e}", file=sys.stderr)
         return 1

@@ -7,7 +7,8 @@
   /tmp, all capabilities dropped but the few the server needs to drop privileges in its children.
 - ``docker``: the same server in a container (``--network none``, read-only root, tmpfs /tmp),
   through the ``docker`` SDK, for hosts that have an engine; its image (``coevo build-image``,
-  ``image.py``) holds only an interpreter, its standard library and numpy.
+  ``image.py``) holds only an interpreter, its standard library, numpy and the host's C++ and
+  Java toolchains (``image_toolchains.py``).
 
 Under ``direct`` and ``bwrap`` each slot's judge starts inside cgroups of its own where the host
 lets us make them (``slot_cgroups.py``: a process limit and the CPU share of one task per slot);
@@ -408,11 +409,13 @@ class DockerLauncher(Launcher):
     """The server in a container, one per slot, through the docker SDK (an engine must answer
     and the image must exist: ``coevo build-image`` builds it offline from this host's Python).
 
-    The container: the image's interpreter, standard library and numpy only (read-only root),
-    ``--network none``, its own pid/mount/ipc/uts namespaces, a ``DISK_CAP_MB`` tmpfs /tmp for
-    the work dirs, every capability dropped but the few the judge needs to move its cells to
-    per-slot uids, ``no-new-privileges``, the engine's default seccomp profile, a pids limit, and
-    stdin closed when the host's attachment goes (so a crashed host leaves no container).
+    The container: the image's interpreter, standard library, numpy and toolchains only
+    (read-only root), ``--network none``, its own pid/mount/ipc/uts namespaces, a
+    ``DISK_CAP_MB`` tmpfs /tmp for the work dirs, every capability dropped but the few the judge
+    needs to move its cells to per-slot uids, ``no-new-privileges``, the engine's default
+    seccomp profile, a pids limit, and stdin closed when the host's attachment goes (so a
+    crashed host leaves no container). C++ and Java compiles and runs are cells of the judge's
+    native zygote inside the container, as under the other launchers (``sandbox/native.py``).
     """
 
     name = "docker"
@@ -496,7 +499,10 @@ class DockerLauncher(Launcher):
             cfg["uid_test"] = cfg["uid"] + TEST_UID_OFFSET
             cfg["uid_reason"] = ""
         # what cells may read: the image's /usr (interpreter, standard library, numpy, shared
-        # libraries); /lib and /lib64 are links into it
+        # libraries, the toolchains as bwrap binds the host's /usr); /lib and /lib64 are links
+        # into it. The native zygote adds the toolchains' own paths (native: TOOL_READ_PATHS
+        # such as /etc/alternatives for compiles; the JDK and its /etc/java-N-openjdk for
+        # compiles and Java runs), as under the other launchers.
         cfg["read_paths"] = ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime"]
         return cfg
 
