@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # CI: a Docker engine and the docker launcher's image, so that the docker parameters of the
 # sandbox tests run instead of skipping. The image holds the host's g++ and JDK where they are
-# installed (.ci/run installs them first), so that the C++ and Java suites run under docker too. Idempotent: installs docker.io only where dockerd is
-# missing, starts dockerd only where no engine answers, and `coevo build-image` does nothing
-# when the image is up to date. Never fails the CI: where Docker cannot run here it prints one
-# line saying why and exits 0 (the docker tests then skip, giving their reason).
+# installed (.ci/run installs them first), so that the C++ and Java suites run under docker too.
+# Idempotent: installs docker.io only where dockerd is missing, starts dockerd only where no
+# engine answers, and `coevo build-image` does nothing when the image is up to date. Never fails
+# the CI: where Docker cannot run here it prints one line saying why and exits 0 (the docker
+# tests then skip, giving their reason).
 #
 # usage: .ci/docker.sh [PYTHON]   (PYTHON: the interpreter whose installation and numpy go into
 #                                  the image, with coevo and the docker SDK importable; default
