@@ -184,16 +184,8 @@ class TasksCommand(OptionsCommand):
                                      incorrect=not args.no_incorrect, languages=languages)
         finally:
             ex.close()
-        if args.verbose:
-            for p in report.per_problem:
-                print("  " + p.line())
-        if args.markdown:
-            print(report.table())
-        print(report.summary())
-        if args.report:
-            with open(args.report, "w", encoding="utf-8") as f:
-                json.dump({"summary": report.summary(), "load": ts.summary(),
-                           "problems": [p.to_dict() for p in report.per_problem]}, f, indent=1)
+        show(args, report, lambda: {"summary": report.summary(), "load": ts.summary(),
+                                    "problems": [p.to_dict() for p in report.per_problem]})
         return 0 if not report.failed else 1
 
     def validate(self, args: ValidateOptions, execution: ExecutionOptions) -> int:
@@ -247,7 +239,7 @@ class TasksCommand(OptionsCommand):
             else:
                 tasks, tests_of, labels_of, unparsed = list(ts), (lambda t: t.tests), None, {}
         except LoaderError as e:
-            raise CLIError(str(e))
+            raise CLIError(str(e).replace("--gold_tests:", "--tests:"))
         if not tasks:
             raise CLIError("tasks quality: no problem has a test to measure")
         cells = sum(cell_count(t, len(tests_of(t)), languages, args.references) for t in tasks)
@@ -261,18 +253,24 @@ class TasksCommand(OptionsCommand):
             ex.close()
         for p in report.per_problem:
             p.unparsed = unparsed.get(p.id, 0)
-        if args.verbose:
-            for p in report.per_problem:
-                print("  " + p.line())
-        if args.markdown:
-            print(report.table())
-        print(report.summary())
-        if args.report:
-            with open(args.report, "w", encoding="utf-8") as f:
-                json.dump({"load": ts.summary(), "references": args.references,
-                           "seed": args.seed, **report.to_dict()}, f, indent=1)
+        show(args, report, lambda: {"load": ts.summary(), "references": args.references,
+                                    "seed": args.seed, **report.to_dict()})
         return 1 if any((p.skipped or "").startswith("executor error") for p in
                         report.per_problem) else 0
+
+
+def show(args, report, record) -> None:
+    """What ``check`` and ``quality`` print: a line per problem (``-v``), the markdown table
+    (``--markdown``), the summary; ``record()`` goes to ``--report`` as JSON."""
+    if args.verbose:
+        for p in report.per_problem:
+            print("  " + p.line())
+    if args.markdown:
+        print(report.table())
+    print(report.summary())
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as f:
+            json.dump(record(), f, indent=1)
 
 
 def _old_dataset_config(argv: list[str]) -> list[str]:

@@ -60,6 +60,7 @@ class Verdicts:
     judged: np.ndarray        # tests judged at all (a compiled correct program, no lost cell left)
     counts: TestCounts        # p01 / p00 pairs, over the tests with no lost cell
     lost_cells: int           # cells of compiled programs the sandbox lost
+    catches: np.ndarray       # tests that fail some compiled wrong program (a decided cell)
 
 
 def program_verdicts(passed, correct, lost=None, compiled=None) -> Verdicts:
@@ -83,7 +84,7 @@ def program_verdicts(passed, correct, lost=None, compiled=None) -> Verdicts:
     clean = ~lost.any(axis=0)  # tests no compiled program lost a cell of
     pairs = test_counts(passed[np.ix_(compiled, clean)], correct[compiled])
     return Verdicts(correct, compiled, failed, undecided, judged & ~inaccurate, judged, pairs,
-                    int(lost.sum()))
+                    int(lost.sum()), fails[~correct].any(axis=0))
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,9 @@ class Quality:
 def tester_quality(passed, correct, lost=None, compiled=None) -> Quality:
     """The counts of :class:`Quality` for one matrix (see :func:`program_verdicts`)."""
     return Quality.of(program_verdicts(passed, correct, lost, compiled))
+
+
+tester_quality.__test__ = False  # not a pytest test when imported into one
 
 
 def from_result(result: dict, n: int, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -404,6 +408,9 @@ def plan_problem(task, tests, languages, references, seed) -> tuple[ProblemQuali
     """The problem's record and its jobs' plans: per language, a seeded sample of ``references``
     correct and as many incorrect solutions (all with None)."""
     p = ProblemQuality(id=task.id, tests=len(tests))
+    if not tests:
+        p.skipped = "no tests"
+        return p, []
     plans = []
     for lang in languages:
         refs, bad = solutions_of(task, lang, None, True)
@@ -415,11 +422,9 @@ def plan_problem(task, tests, languages, references, seed) -> tuple[ProblemQuali
                            np.array([True] * len(good) + [False] * len(wrong)),
                            [f"{lang} {i}" for i, _ in good] +
                            [f"{lang} incorrect {i}" for i, _ in wrong]))
-    if not tests:
-        p.skipped = "no tests"
-    elif not plans:
+    if not plans:
         p.skipped = _why_not_run(task, languages)
-    return p, ([] if p.skipped else plans)
+    return p, plans
 
 
 def cell_count(task, n_tests: int, languages, references: int | None) -> int:
@@ -485,11 +490,14 @@ def _score(plans, results, labels_of) -> None:
                              np.vstack([x[2] for x in parts]),
                              np.concatenate([x[3] for x in parts]))
         p.quality[ALL] = Quality.of(v)
-        p.detail[ALL] = {"inaccurate_tests": _inaccurate(v, labels_of(t))}
+        p.detail[ALL] = _tests_detail(v, labels_of(t))
 
 
-def _inaccurate(v: Verdicts, labels) -> list[str]:
-    return [labels[j] for j in np.flatnonzero(v.judged & ~v.accurate)]
+def _tests_detail(v: Verdicts, labels) -> dict:
+    """The tests judged inaccurate, and those no wrong program fails (where one ran)."""
+    return {"inaccurate_tests": [labels[j] for j in np.flatnonzero(v.judged & ~v.accurate)],
+            "catch_nothing": ([labels[j] for j in np.flatnonzero(~v.catches)]
+                              if (~v.correct & v.compiled).any() else [])}
 
 
 def _detail(plan: _Plan, v: Verdicts, outcomes, labels) -> dict:
@@ -499,8 +507,7 @@ def _detail(plan: _Plan, v: Verdicts, outcomes, labels) -> dict:
         failing[names[i]] = dict(Counter(o for o in outcomes[i] if o not in ("ok", *HARNESS)))
     return {"uncaught_wrong": [names[i] for i in np.flatnonzero(~c & v.compiled & ~v.failed
                                                                 & ~v.undecided)],
-            "failed_correct": failing,
-            "inaccurate_tests": _inaccurate(v, labels),
+            "failed_correct": failing, **_tests_detail(v, labels),
             "not_compiled": [names[i] for i in np.flatnonzero(~v.compiled)],
             "undecided": [names[i] for i in np.flatnonzero(v.undecided)]}
 
