@@ -83,6 +83,8 @@ def _sample(t, metadata) -> str | None:
         return list(metadata["choices"])[-1]
     if t is bool:
         return None
+    if metadata.get("metavar", "").startswith("N"):  # a count, spelt as text (--references)
+        return "3"
     base = typing.get_args(t)[0] if typing.get_args(t) else t
     if base is list or typing.get_origin(t) is list:
         return "humaneval"

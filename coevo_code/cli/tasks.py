@@ -1,6 +1,7 @@
-"""``coevo tasks check`` and ``coevo tasks validate``: load a dataset, say what was loaded, run
-its own solutions against its own tests (check), drop the generated tests its correct
-solutions disagree with (validate, CodeContests)."""
+"""``coevo tasks check``, ``coevo tasks validate`` and ``coevo tasks quality``: load a dataset, say
+what was loaded, run its own solutions against its own tests (check), drop the generated tests
+its correct solutions disagree with (validate, CodeContests), measure a set of tests against the
+dataset's correct and incorrect programs (quality, CodeContests)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class CheckOptions:
     references: str | None = option(None, "run the first N references (and N incorrect "
                                           "solutions) of each language of each problem; "
                                           "LANG=N caps one language, e.g. 40,java=10 "
-                                          "(default: all)")
+                                          "(default: all)", metavar="N|LANG=N")
     no_incorrect: bool = option(False, "do not run the incorrect solutions a dataset publishes")
     languages: str | None = option(None, "codecontests: whose solutions to run, comma-separated "
                                          "among python, cpp, java (default: python)")
@@ -63,7 +64,7 @@ class ValidateOptions:
     output: str | None = option(None, "the cleaned file (.jsonl); required", aliases=["-o"])
     references: str | None = option(None, "decide with the first N correct solutions of each "
                                           "language; LANG=N caps one language, e.g. java=60 "
-                                          "(default: all)")
+                                          "(default: all)", metavar="N|LANG=N")
     languages: str = option("python", "whose correct solutions decide, comma-separated among "
                                       "python, cpp, java")
     min_dispute: int = option(2, "drop a generated test when at least this many trusted "
@@ -84,16 +85,51 @@ class ValidateOptions:
         self.references = _references(self.references)
 
 
+@dataclass
+class QualityOptions:
+    """``coevo tasks quality``: which tests, against which of the dataset's programs."""
+
+    name: str = option("codecontests", "the dataset (codecontests); also the first bare word",
+                       choices=["codecontests"])
+    path: str | None = option(None, "a local file (default: the public source)")
+    split: str | None = option(None, "split (hub sets)")
+    tests: str | None = option(None, "the dataset's own tests to measure, comma-separated among "
+                                     "public, private, generated (default: generated)")
+    tests_file: str | None = option(None, "measure these tests instead: JSONL, {problem, input, "
+                                          "output} a line, or `coevo eval`'s generations.jsonl "
+                                          "(its tester completions, parsed)")
+    languages: str = option("python,cpp,java", "whose programs run, comma-separated among "
+                                               "python, cpp, java")
+    references: int | None = option(None, "a seeded sample of N correct and N incorrect "
+                                          "solutions per language and problem (default: all)")
+    seed: int = option(0, "seed of the --references sample")
+    report: str | None = option(None, "write the per-problem figures and names (JSON) here")
+    verbose: bool = option(False, "one line per problem", aliases=["-v"])
+    markdown: bool = option(False, "print the figures as a markdown table")
+    quiet: bool = option(False, "no progress bar", aliases=["-q"])
+
+    def __post_init__(self):
+        if self.name != "codecontests":
+            raise ValueError(f"tasks quality: the dataset must be codecontests, got {self.name!r}")
+        if self.tests is not None and self.tests_file is not None:
+            raise ValueError("give --tests (the dataset's) or --tests_file, not both")
+        if self.references is not None and self.references < 1:
+            raise ValueError(f"--references must be at least 1, got {self.references}")
+
+
 class TasksCommand(OptionsCommand):
     name = "tasks"
-    help = "datasets: load, check and validate them"
+    help = "datasets: load, check and validate them; measure tests against their programs"
     positional = ("name",)
     SUBCOMMANDS = {"check": (CheckOptions, BenchmarkOptions, ExecutionOptions),
-                   "validate": (ValidateOptions, ExecutionOptions)}
+                   "validate": (ValidateOptions, ExecutionOptions),
+                   "quality": (QualityOptions, ExecutionOptions)}
     HELP = {"check": "run a dataset's reference (and incorrect) solutions through the sandbox, "
                      "per problem",
             "validate": "codecontests: drop generated tests that several of the dataset's "
-                        "correct solutions dispute; write the cleaned file"}
+                        "correct solutions dispute; write the cleaned file",
+            "quality": "codecontests: how many wrong programs a set of tests catches, how many "
+                       "correct ones it fails, and its tests' accuracy, p01 and p00, per language"}
 
     def register(self, sub) -> None:
         t = self.add_parser(sub)
@@ -107,15 +143,17 @@ class TasksCommand(OptionsCommand):
     def run(self, args, argv: list[str]) -> int:
         if not argv or argv[0] not in self.SUBCOMMANDS:
             if argv and argv[0] in ("-h", "--help"):
-                print("usage: coevo tasks {check,validate} ... (`coevo tasks check --help`)")
+                print("usage: coevo tasks {check,validate,quality} ... (`coevo tasks check "
+                      "--help`)")
                 return 0
-            raise CLIError("tasks: choose check or validate (`coevo tasks check --help`)")
+            raise CLIError("tasks: choose check, validate or quality (`coevo tasks check "
+                           "--help`)")
         cmd = argv[0]
         parsed = self.parse(argv[1:], self.SUBCOMMANDS[cmd], prog=f"coevo tasks {cmd}",
                             description=self.HELP[cmd])
         if parsed is None:
             return 0
-        return self.validate(*parsed) if cmd == "validate" else self.check(*parsed)
+        return getattr(self, cmd)(*parsed)
 
     def check(self, args: CheckOptions, bench: BenchmarkOptions,
               execution: ExecutionOptions) -> int:
@@ -154,16 +192,8 @@ class TasksCommand(OptionsCommand):
                                      incorrect=not args.no_incorrect, languages=languages)
         finally:
             ex.close()
-        if args.verbose:
-            for p in report.per_problem:
-                print("  " + p.line())
-        if args.markdown:
-            print(report.table())
-        print(report.summary())
-        if args.report:
-            with open(args.report, "w", encoding="utf-8") as f:
-                json.dump({"summary": report.summary(), "load": ts.summary(),
-                           "problems": [p.to_dict() for p in report.per_problem]}, f, indent=1)
+        show(args, report, lambda: {"summary": report.summary(), "load": ts.summary(),
+                                    "problems": [p.to_dict() for p in report.per_problem]})
         return 0 if not report.failed else 1
 
     def validate(self, args: ValidateOptions, execution: ExecutionOptions) -> int:
@@ -197,6 +227,60 @@ class TasksCommand(OptionsCommand):
                 json.dump([{"name": r.name, "skipped": r.skipped, **r.record()} for r in rows],
                           f, indent=1)
         return 0
+
+    def quality(self, args: QualityOptions, execution: ExecutionOptions) -> int:
+        from tqdm import tqdm
+
+        from ..tasks import LoaderError
+        from ..tasks.codecontests import load_codecontests, parse_gold, parse_languages
+        from ..tasks.quality import cell_count, measure_quality, read_tests_file, \
+            tests_description
+
+        try:
+            languages = parse_languages(args.languages)
+            kinds = parse_gold(args.tests or "generated") if args.tests_file is None else None
+            ts = load_codecontests(args.path, split=args.split, languages=languages,
+                                   **({"gold": kinds} if kinds else {}))
+            print(ts.summary())
+            if args.tests_file is not None:
+                tests, labels, unparsed = read_tests_file(args.tests_file, ts.tasks)
+                tasks = [t for t in ts if t.id in tests]
+                tests_of, labels_of = (lambda t: tests[t.id]), (lambda t: labels[t.id])
+            else:
+                tasks, tests_of, labels_of, unparsed = list(ts), (lambda t: t.tests), None, {}
+        except LoaderError as e:
+            raise CLIError(str(e).replace("--gold_tests:", "--tests:"))
+        if not tasks:
+            raise CLIError("tasks quality: no problem has a test to measure")
+        cells = sum(cell_count(t, len(tests_of(t)), languages, args.references) for t in tasks)
+        ex = make_executor(execution)
+        try:
+            with tqdm(total=cells, unit="cell", disable=args.quiet, file=sys.stderr) as bar:
+                report = measure_quality(tasks, tests_of, ex, languages, args.references,
+                                         args.seed, progress=bar.update, labels_of=labels_of,
+                                         tests_name=tests_description(kinds, args.tests_file))
+        finally:
+            ex.close()
+        for p in report.per_problem:
+            p.unparsed = unparsed.get(p.id, 0)
+        show(args, report, lambda: {"load": ts.summary(), "references": args.references,
+                                    "seed": args.seed, **report.to_dict()})
+        return 1 if any((p.skipped or "").startswith("executor error") for p in
+                        report.per_problem) else 0
+
+
+def show(args, report, record) -> None:
+    """What ``check`` and ``quality`` print: a line per problem (``-v``), the markdown table
+    (``--markdown``), the summary; ``record()`` goes to ``--report`` as JSON."""
+    if args.verbose:
+        for p in report.per_problem:
+            print("  " + p.line())
+    if args.markdown:
+        print(report.table())
+    print(report.summary())
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as f:
+            json.dump(record(), f, indent=1)
 
 
 def _references(spec):
