@@ -78,6 +78,10 @@ JAVA = {
                              " public static void main(String[] x) {\n  Scanner s = new "
                              "Scanner(System.in);\n  Pair p = new Pair(s.nextLong(), "
                              "s.nextLong());\n  System.out.println(p.a + p.b);\n }\n}\n", "ok"),
+    # Codeforces runs Java with -DONLINE_JUDGE=true, and solutions read it (1060_A's Java 48)
+    "right_online_judge_property": (JAVA_READ % (
+        "public class Main", 'if (System.getProperty("ONLINE_JUDGE") != null) '
+        "System.out.println(a + b);"), "ok"),
     "wrong": (JAVA_READ % ("public class Main", "System.out.println(a - b);"), "wrong_answer"),
     "compile_error": ("public class Main { public static void main(String[] a) { int x = } }",
                       "compile_error"),

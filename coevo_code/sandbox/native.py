@@ -94,7 +94,8 @@ RUNNERS = {
                    ("javac", "-encoding", "UTF-8", "-nowarn", "-J-Xmx512m", "-J-Xss8m")
                    + tuple("-J" + o for o in JAVA_VM_OPTIONS) + ("-d", ".", "{src}"),
                    {}, "classes",
-                   ("java", "-Xmx{mem}m", "-Xss64m", "-XX:+ExitOnOutOfMemoryError")
+                   ("java", "-DONLINE_JUDGE=true", "-Xmx{mem}m", "-Xss64m",
+                    "-XX:+ExitOnOutOfMemoryError")
                    + JAVA_VM_OPTIONS + ("-cp", ".", "{main}"), 3, 1536, 2048, False),
 }
 LANGUAGES = ("python",) + tuple(RUNNERS)
