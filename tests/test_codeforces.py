@@ -211,3 +211,51 @@ def test_the_configuration_goes_to_the_hub(cf_file, monkeypatch):
     assert [t.id for t in ts] == ["1/A", "2/A", "5/C"]
     assert [(x.input, x.output) for x in ts[1].tests] == [("4\n", "8\n"), ("21\n", "42\n")]
     assert list(reversed(ts[1].tests))[0].input == "21\n"
+
+
+# ---- submissions (open-r1/codeforces-submissions) as references and incorrect solutions -------
+CPP_PAIR = ('#include <cstdio>\nint main(){int n; scanf("%d",&n); printf("%d %d\\n", ARGS);}')
+JAVA_PAIR = ("import java.util.*;\npublic class Main { public static void main(String[] a) {\n"
+             " int n = new Scanner(System.in).nextInt(); System.out.println(1 + \" \" + (n - 1));"
+             " } }\n")
+
+
+def submission(k, pid, lang, verdict, source):
+    contest, index = pid.split("/")
+    return {"submission_id": str(1000 + k), "source": source, "contestId": contest,
+            "problem_index": index, "programmingLanguage": lang, "verdict": verdict,
+            "testset": "TESTS", "passedTestCount": 3.0, "timeConsumedMillis": 15.0,
+            "memoryConsumedBytes": 0.0, "creationTimeSeconds": 1.6e9, "problem_id": pid}
+
+
+def test_submissions_are_the_solutions_checked_per_language(cf_file, tmp_path, executor):
+    """Accepted submissions are references, wrong ones incorrect solutions, in the sandbox's
+    languages; the rest is left out and counted; the checker decides native programs too."""
+    if not executor.languages()["cpp"][0] or not executor.languages()["java"][0]:
+        pytest.skip("no C++ or Java toolchain in this sandbox")
+    cpp = {k: CPP_PAIR.replace("ARGS", v) for k, v in (("low", "1, n - 1"), ("high", "n - 1, 1"),
+                                                       ("wrong", "0, n"))}
+    subs = [("GNU C++17", "OK", cpp["low"]), ("Java 11", "OK", JAVA_PAIR),
+            ("PyPy 3-64", "OK", PAIR_HIGH), ("GNU C++20 (64)", "OK", cpp["high"]),
+            ("GNU C++17", "WRONG_ANSWER", cpp["wrong"]),
+            ("Python 3", "TIME_LIMIT_EXCEEDED", PAIR_WRONG),
+            ("GNU C++17", "COMPILATION_ERROR", "int main( {"), ("Kotlin 1.7", "OK", "fun main"),
+            ("GNU C11", "OK", "int main(){}")]
+    path = tmp_path / "subs.jsonl"
+    path.write_text("".join(json.dumps(submission(k, "1/A", *s)) + "\n"
+                            for k, s in enumerate(subs))
+                    + json.dumps(submission(99, "9/Z", "GNU C++17", "OK", "x")) + "\n")
+    ts = load_tasks("codeforces", cf_file, submissions=path, languages="python,cpp,java")
+    t = next(t for t in ts if t.id == "1/A")
+    assert t.references == [PAIR_HIGH] and t.metadata["incorrect"] == [PAIR_WRONG]
+    assert [len(t.metadata["native_references"][k]) for k in ("cpp", "java")] == [2, 1]
+    assert t.metadata["native_incorrect"] == {"cpp": [cpp["wrong"]], "java": []}
+    assert "3 kinds of submissions left out (3 submissions)" in ts.summary(), ts.summary()
+    report = check_tasks(ts, executor, languages=("python", "cpp", "java"))
+    p = next(p for p in report.per_problem if p.id == "1/A")
+    assert (p.references, p.references_passed, p.incorrect, p.incorrect_failed) == (4, 4, 2, 2)
+    assert p.languages["cpp"] == {"references": 2, "passed": 2, "incorrect": 1, "failed": 1}
+    with pytest.raises(LoaderError, match="--languages needs --submissions"):
+        load_tasks("codeforces", cf_file, languages="cpp")
+    cpp_only = load_tasks("codeforces", cf_file, submissions=path, languages="cpp")
+    assert next(t for t in cpp_only if t.id == "1/A").references == []

@@ -37,8 +37,12 @@ class CheckOptions:
                                           "LANG=N caps one language, e.g. 40,java=10 "
                                           "(default: all)", metavar="N|LANG=N")
     no_incorrect: bool = option(False, "do not run the incorrect solutions a dataset publishes")
-    languages: str | None = option(None, "codecontests: whose solutions to run, comma-separated "
-                                         "among python, cpp, java (default: python)")
+    languages: str | None = option(None, "codecontests, codeforces: whose solutions to run, "
+                                         "comma-separated among python, cpp, java (default: "
+                                         "python)")
+    submissions: str | None = option(None, "codeforces: a file of open-r1/codeforces-"
+                                           "submissions (or that hub id) whose accepted and wrong "
+                                           "submissions are the problems' solutions")
     limit: int | None = option(None, "humanevalplus/mbppplus: check a seeded sample")
     seed: int = option(0, "seed of the sample")
     report: str | None = option(None, "write the per-problem report (JSON) to this file")
@@ -326,7 +330,11 @@ def dataset_options(args) -> dict:
             raise CLIError("--dataset_config applies to codeforces")
         options["config"] = args.dataset_config
     if getattr(args, "languages", None) is not None:
-        if name != "codecontests":
-            raise CLIError("--languages applies to codecontests")
+        if name not in ("codecontests", "codeforces"):
+            raise CLIError("--languages applies to codecontests and codeforces")
         options["languages"] = args.languages
+    if getattr(args, "submissions", None) is not None:
+        if name != "codeforces":
+            raise CLIError("--submissions applies to codeforces")
+        options["submissions"] = args.submissions
     return options

@@ -46,8 +46,16 @@ def _official(row: dict, where: str) -> list[TestCase]:
 
 
 def load_codeforces(source=None, split: str | None = None, config: str = "default",
-                    strict: bool = False) -> ReportedTaskSet:
-    """open-r1/codeforces, row by row (see the module docstring)."""
+                    strict: bool = False, submissions=None, languages=None,
+                    per_problem: int | None = None) -> ReportedTaskSet:
+    """open-r1/codeforces, row by row (see the module docstring). ``submissions``: a file of
+    ``open-r1/codeforces-submissions`` (or its hub id) whose accepted and wrong submissions in
+    ``languages`` (default ``python``) become the problems' references and incorrect solutions,
+    as CodeContests keeps them (:mod:`.submissions`; at most ``per_problem`` of each kind and
+    language)."""
+    if languages is not None and submissions is None:
+        raise LoaderError("codeforces: --languages needs --submissions (open-r1/codeforces holds "
+                          "no solutions; its submissions are open-r1/codeforces-submissions)")
     name = "codeforces"
     if config not in CONFIGS:
         raise LoaderError(f"codeforces: unknown --dataset_config {config!r}; choose from "
@@ -116,5 +124,36 @@ def load_codeforces(source=None, split: str | None = None, config: str = "defaul
                                         "tags": r.get("tags"), "input_mode": mode,
                                         "official_tests_complete": r.get("official_tests_complete")}))
     label = name if config == "default" else f"{name}/{config}"
+    if submissions is not None:
+        _attach(tasks, submissions, languages or "python", per_problem, strict, notes)
     return ReportedTaskSet(label, origin, tasks, skipped=errors.lines, refused=refused,
                            notes=notes)
+
+
+def _attach(tasks, source, languages, per_problem, strict, notes) -> None:
+    """Each task's submissions, where :mod:`.codecontests` keeps a row's solutions: Python's in
+    ``references`` and ``metadata["incorrect"]``, C++'s and Java's in
+    ``metadata["native_references"]`` and ``metadata["native_incorrect"]``."""
+    from .codecontests import NATIVE_CODES, parse_languages
+    from .submissions import PER_PROBLEM, read_submissions
+    languages = parse_languages(languages)
+    subs = read_submissions(source, [t.id for t in tasks], languages,
+                            per_problem or PER_PROBLEM, strict)
+    for t in tasks:
+        t.references = subs.of(t.id, "references", "python")
+        t.metadata["incorrect"] = subs.of(t.id, "incorrect", "python")
+        native = [lang for lang in languages if lang in NATIVE_CODES]
+        t.metadata["native_references"] = {lang: subs.of(t.id, "references", lang)
+                                           for lang in native}
+        t.metadata["native_incorrect"] = {lang: subs.of(t.id, "incorrect", lang)
+                                          for lang in native}
+        t.metadata["languages"] = {lang: len(subs.of(t.id, "references", lang))
+                                   for lang in languages}
+        if not any(subs.of(t.id, "references", lang) for lang in languages):
+            notes.setdefault(f"without an accepted {'/'.join(languages)} submission",
+                             []).append(t.id)
+    if subs.left_out:
+        notes[f"kinds of submissions left out ({sum(subs.left_out.values())} submissions)"] = [
+            f"{why}: {n}" for why, n in subs.left_out.most_common()]
+    if subs.skipped:
+        notes.setdefault("submissions skipped (unreadable)", []).extend(subs.skipped[:8])
