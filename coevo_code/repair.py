@@ -1,0 +1,190 @@
+"""Repair turns (issue 53), the pure core: the feedback a coder is shown after a turn whose
+solution failed its *feedback tests*, the conversation of the next turn, and the per-turn
+metrics. Plain values in, plain values out; running programs and generating live at the edges
+(:mod:`coevo_code.evaluation.repair`).
+
+What a feedback message may show is decided by what it is given: :func:`feedback_message`
+receives the feedback tests and their results only (never a :class:`~coevo_code.tasks.model.Task`),
+so the gold and hidden tests of a problem cannot reach a prompt through it. The feedback tests
+are the benchmark's public examples (``public``: what the statement shows already) or the
+model's own generated tests (``self``), chosen by :func:`feedback_tests`, which reads a task's
+``examples`` and never its ``tests``.
+
+The message lists at most ``k`` failing tests (default :data:`MAX_FAILING` = 2, as rLLM's code
+agent), in the order given; for each: the input (stdio) or the call (functional), the expected
+output, and what the program did: its output, or the outcome (timeout, runtime error...).
+Every shown field is cut to :data:`FIELD_CHARS` characters (a marker says how many were left
+out).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .tasks.model import Task, TestCase
+
+MAX_FAILING = 2      # failing tests shown per feedback message
+FIELD_CHARS = 400    # characters of each shown field (input, expected, actual)
+FEEDBACK_MODES = ("public", "self")  # built; "tester:MODEL" is not yet
+
+# how an outcome reads in a feedback message (the judge's codes, coevo_code.sandbox.protocol)
+OUTCOME_TEXT = {
+    "wrong_answer": "wrong answer",
+    "runtime_error": "runtime error (the program raised an exception or exited non-zero)",
+    "timeout": "time limit exceeded",
+    "memory_limit": "memory limit exceeded",
+    "output_limit": "output limit exceeded",
+    "syntax_error": "the program does not compile",
+    "compile_error": "the program does not compile",
+    "sandbox_error": "not judged (the sandbox failed)",
+}
+
+NO_PROGRAM = ("Your previous answer did not contain a complete Python program in a ```python "
+              "code block. Write the complete solution in one ```python code block at the end.")
+HEADER = ("Your solution failed {n} of {total} test{s} it was checked against. "
+          "{shown}Fix the program, think first, then put the complete corrected program in one "
+          "```python code block at the end.")
+
+
+def truncate(text: str | None, limit: int = FIELD_CHARS) -> str:
+    """``text`` (its final newlines dropped) cut to at most ``limit`` characters plus a marker
+    naming how many were cut (``None`` is the empty string)."""
+    text = "" if text is None else str(text).rstrip("\n")
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... [{len(text) - limit} more characters]"
+
+
+@dataclass(frozen=True)
+class FeedbackResult:
+    """One feedback test and what the program did on it: the judge's outcome (``ok``,
+    ``wrong_answer``, ``timeout``...) and the output it returned (stdio: what the program
+    printed; functional: what the judge sent back, may be empty)."""
+
+    test: TestCase
+    outcome: str
+    output: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "ok"
+
+
+def _functional_parts(code: str) -> tuple[str, str | None]:
+    """``assert CALL == EXPECTED`` as (CALL, EXPECTED); any other test as (code, None)."""
+    try:
+        tree = ast.parse(code.strip())
+        node = tree.body[0] if len(tree.body) == 1 else None
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) and \
+                len(node.test.ops) == 1 and isinstance(node.test.ops[0], (ast.Eq, ast.Is)):
+            a = ast.get_source_segment(code.strip(), node.test.left)
+            b = ast.get_source_segment(code.strip(), node.test.comparators[0])
+            if a is not None and b is not None:
+                return a, b
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    return code.strip(), None
+
+
+def describe_failure(r: FeedbackResult, limit: int = FIELD_CHARS) -> str:
+    """One failing test as shown to the coder, every field cut to ``limit`` characters."""
+    what = OUTCOME_TEXT.get(r.outcome, r.outcome)
+    if r.test.kind == "stdio":
+        lines = [f"Input:\n{truncate(r.test.input, limit)}",
+                 f"Expected output:\n{truncate(r.test.output, limit)}"]
+        if r.outcome == "wrong_answer":
+            lines.append(f"Your output:\n{truncate(r.output, limit)}")
+        else:
+            lines.append(f"Result: {what}")
+            if r.output:
+                lines.append(f"Your output before that:\n{truncate(r.output, limit)}")
+        return "\n".join(lines)
+    call, expected = _functional_parts(r.test.code or "")
+    if expected is None:
+        lines = [f"Test:\n{truncate(call, limit)}"]
+    else:
+        lines = [f"Call:\n{truncate(call, limit)}", f"Expected:\n{truncate(expected, limit)}"]
+    lines.append("Result: " + ("the assertion failed (wrong result)" if r.outcome == "wrong_answer"
+                               else what))
+    if r.output:
+        lines.append(f"Output:\n{truncate(r.output, limit)}")
+    return "\n".join(lines)
+
+
+def feedback_message(results: Sequence[FeedbackResult], k: int = MAX_FAILING,
+                     limit: int = FIELD_CHARS, program_ok: bool = True) -> str | None:
+    """The user message of the next turn, or None when there is nothing to repair (every
+    feedback test passed, or there is none). ``results``: the feedback tests (only those) and
+    what the solution did on each; at most ``k`` failing ones are shown, in order. A solution
+    with no program (``program_ok=False``) is told so, whatever the tests."""
+    if not program_ok:
+        return NO_PROGRAM
+    failing = [r for r in results if not r.passed]
+    if not failing:
+        return None
+    shown = failing[:max(0, k)]
+    n, total = len(failing), len(results)
+    intro = ""
+    if shown:
+        intro = ("Here " + ("is the failing test" if len(shown) == 1 else
+                            f"are {len(shown)} of the failing tests") + ".\n\n" +
+                 "\n\n".join(f"Test {i}:\n{describe_failure(r, limit)}"
+                             for i, r in enumerate(shown, 1)) + "\n\n")
+    return HEADER.format(n=n, total=total, s="" if total == 1 else "s", shown=intro)
+
+
+def repair_messages(previous: list[dict], answer: str, feedback: str) -> list[dict]:
+    """The conversation of the next turn: the previous one (the coder's prompt,
+    :func:`coevo_code.roles.coder_messages`, and any earlier turns), the model's answer, and
+    the feedback as a user message. ``previous`` is not changed."""
+    return [*previous, {"role": "assistant", "content": answer},
+            {"role": "user", "content": feedback}]
+
+
+def feedback_tests(task: Task, mode: str, generated: Sequence = ()) -> list[TestCase]:
+    """The tests a solution of ``task`` is checked against between turns: ``public``, the
+    task's examples; ``self``, the parsed generated tests ``generated`` (ParsedTest, those that
+    parsed). Never the task's gold tests."""
+    if mode == "public":
+        return list(task.examples)
+    if mode == "self":
+        return [p.test for p in generated if p.ok]
+    raise ValueError(f"feedback tests {mode!r} are not built (choose from "
+                     f"{', '.join(FEEDBACK_MODES)})")
+
+
+def turn_metrics(correct: Sequence[np.ndarray]) -> dict:
+    """Per-turn figures from each problem's ``n x T`` verdicts (1.0 correct on the gold tests
+    after that turn, 0.0 wrong, NaN undecided: a lost cell). A solution whose episode ended
+    early keeps its last verdict in the later columns.
+
+    ``code_acc_turn{t}``: the mean over problems of the share of correct decided solutions
+    after turn t (turn 1 is pass@1); None when no problem has a decided solution.
+    ``repaired_share``: of the solutions wrong after turn 1 (and decided after turn T), the
+    share correct after turn T, pooled over problems; None when there is no wrong first attempt
+    (``wrong_first`` = 0). ``repaired``: how many."""
+    mats = [np.asarray(c, dtype=float) for c in correct]
+    T = max((m.shape[1] for m in mats if m.ndim == 2), default=0)
+    out: dict = {}
+    for t in range(T):
+        per = [float(np.nanmean(m[:, t])) for m in mats
+               if m.shape[0] and np.isfinite(m[:, t]).any()]
+        out[f"code_acc_turn{t + 1}"] = float(np.mean(per)) if per else None
+    wrong = repaired = 0
+    for m in mats:
+        if not m.shape[0]:
+            continue
+        first, last = m[:, 0], m[:, -1]
+        w = (first == 0.0) & np.isfinite(last)
+        wrong += int(w.sum())
+        repaired += int((w & (last == 1.0)).sum())
+    out["repaired_share"] = repaired / wrong if wrong else None
+    out["wrong_first"] = wrong
+    out["repaired"] = repaired
+    return out
+
+
