@@ -47,6 +47,52 @@ def lost_note(results: dict) -> str | None:
             f"left undecided and out of the figures, not counted as wrong")
 
 
+def repair_line(results: dict) -> str:
+    """The printed line of a repair evaluation: gold accuracy after each turn and the share of
+    wrong first attempts repaired (n/a, with the count, when there was none)."""
+    m, r = results["metrics"], results["repair"]
+    parts = [f"{k}={m[k]:.3f}" if m.get(k) is not None else f"{k}=n/a"
+             for k in m if k.startswith("code_acc_turn")]
+    share = m.get("repaired_share")
+    parts.append(f"repaired_share={share:.3f} ({r['repaired']} of {r['wrong_first']} wrong "
+                 f"first attempts)" if share is not None else
+                 f"repaired_share=n/a ({r['wrong_first']} wrong first attempts)")
+    return "  ".join(parts)
+
+
+def _repair(args: EvalOptions, ts, gens: dict, problems, engine, ex, cache, summary) -> dict:
+    """Repair turns after the first (:mod:`coevo_code.evaluation.repair`): the per-turn figures
+    go into ``summary["metrics"]``; returns the results' ``repair`` block and each problem's
+    verdicts by turn."""
+    import numpy as np
+
+    from ..evaluation.repair import run_repair
+    from ..generation.engines import EngineError
+    from ..repair import FIELD_CHARS, MAX_FAILING, turn_metrics
+    first = {p.task_id: [float("nan") if u else float(c) for c, u in zip(p.correct, p.undecided)]
+             for p in problems if p.has_gold}
+    try:
+        eps = run_repair(list(ts), gens, first, args.k_code, args.k_test, engine, ex,
+                         args.repair_turns, args.feedback_tests, cache=cache)
+    except EngineError as e:
+        raise CLIError(f"{e} (generations so far are kept in {cache.path})")
+    finally:
+        engine.close()
+    tm = turn_metrics([pe.correct for pe in eps.values()])
+    for key, v in tm.items():
+        if key.startswith("code_acc_turn") or key == "repaired_share":
+            summary["metrics"][key] = v
+    turns_used = [e.turns for pe in eps.values() for e in pe.episodes]
+    block = {"turns": args.repair_turns, "feedback_tests": args.feedback_tests,
+             "max_failing_shown": MAX_FAILING, "field_chars": FIELD_CHARS,
+             "wrong_first": tm["wrong_first"], "repaired": tm["repaired"],
+             "solutions_by_turns_used": {str(t): turns_used.count(t)
+                                         for t in range(1, args.repair_turns + 1)}}
+    per_task = {tid: [[None if np.isnan(x) else bool(x) for x in row] for row in pe.correct]
+                for tid, pe in eps.items()}
+    return {"summary": block, "per_task": per_task}
+
+
 def _load(args: EvalOptions, bench: BenchmarkOptions, executor, for_samples: bool):
     from ..tasks import LoaderError, load_tasks
     from ..tasks.model import seeded_sample
@@ -100,6 +146,11 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
             print(f"note: {note}", file=sys.stderr)
     if not args.samples and not args.model:
         raise CLIError("give --model (to generate) or --samples (to score existing solutions)")
+    if args.repair_turns > 1 and args.samples:
+        raise CLIError("--repair_turns needs a model to revise solutions: not with --samples")
+    if args.repair_turns > 1 and args.feedback_tests == "self" and not args.k_test:
+        raise CLIError("--feedback_tests self checks solutions with the model's own tests: "
+                       "give --k_test >= 1")
     ex = make_executor(execution)
     t0 = time.time()
     try:
@@ -127,7 +178,8 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
                           file=sys.stderr) as bar:
                     gens = generate_all(list(ts), engine, args.k_code, args.k_test, cache,
                                         progress=bar.update)
-                engine.close()
+                if args.repair_turns <= 1:
+                    engine.close()
             except EngineError as e:
                 kept = out / "generations.jsonl"
                 raise CLIError(f"{e} (generations so far are kept in {kept})" if kept.exists()
@@ -143,6 +195,9 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
             for r in refused:  # left out of every figure; the others are scored
                 print(f"warning: {r['error']} (left out)", file=sys.stderr)
             summary = summarize(problems, bon, rankers, bootstrap=args.bootstrap, seed=args.seed)
+            repair = None
+            if args.repair_turns > 1:
+                repair = _repair(args, ts, gens, problems, engine, ex, cache, summary)
             if refused:
                 summary["problems_refused"] = refused
             if ts.skipped:
@@ -156,6 +211,10 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
                                                             in zip(p.correct, p.undecided)],
                                                 "matrix": p.matrix.astype(int).tolist(),
                                                 "n_gold": p.n_gold} for p in problems}}
+            if repair is not None:
+                results["repair"] = repair["summary"]
+                for tid, rows in repair["per_task"].items():
+                    results["per_task"][tid]["correct_by_turn"] = rows
     finally:
         ex.close()
     lost = lost_note(results)
@@ -166,6 +225,8 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
     paths = write_results(out, results)
     shown = results.get("metrics") or {k: v for k, v in results.items() if k.startswith("pass@")}
     print("  ".join(f"{k}={v:.3f}" for k, v in list(shown.items())[:8] if v is not None))
+    if results.get("repair"):
+        print(repair_line(results))
     for p in paths:
         print(p)
     return 0

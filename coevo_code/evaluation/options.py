@@ -60,10 +60,22 @@ class EvalOptions:
     bootstrap: int = option(1000, "bootstrap resamples for the CIs")
     output: str | None = option(None, "output directory; required", aliases=["-o"])
     quiet: bool = option(False, "no progress bars", aliases=["-q"])
+    repair_turns: int = option(1, "turns per solution (issue 53): a solution that fails its "
+                                  "feedback tests is revised, shown at most 2 failing ones, up to "
+                                  "this many turns in all; 1 (default): one attempt, as ever")
+    feedback_tests: str = option("public", "what a solution is checked against between repair "
+                                           "turns: public (the benchmark's examples) or self "
+                                           "(the model's own generated tests of that problem); "
+                                           "tester:MODEL is not built yet")
 
     def __post_init__(self):
-        _at_least(self, ("k_code", "limit"))
+        _at_least(self, ("k_code", "limit", "repair_turns"))
         _at_least(self, ("k_test",), 0)
+        if self.feedback_tests.startswith("tester:"):
+            raise ValueError("--feedback_tests tester:MODEL is not built yet; use public or self")
+        if self.feedback_tests not in ("public", "self"):
+            raise ValueError(f"--feedback_tests must be public or self, got "
+                             f"{self.feedback_tests!r}")
 
 
 @dataclass

@@ -1,0 +1,246 @@
+"""Repair turns (issue 53): the pure core (feedback messages, conversations, per-turn metrics),
+the turn loop with a scripted engine (exact figures; no gold test ever in a prompt), and
+``coevo eval --repair_turns`` end to end with the shipped tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from coevo_code.repair import (FIELD_CHARS, NO_PROGRAM, FeedbackResult, feedback_message,
+                               feedback_tests, repair_messages, truncate, turn_metrics)
+from coevo_code.roles import CODE, TEST, coder_messages
+from coevo_code.tasks.model import Task, TestCase
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def stdio(i, o):
+    return TestCase(input=i, output=o)
+
+
+# ---- the pure core ------------------------------------------------------------------------------
+def test_truncate():
+    assert truncate(None) == ""
+    assert truncate("abc\n") == "abc"
+    assert truncate("x" * FIELD_CHARS) == "x" * FIELD_CHARS
+    long = truncate("y" * (FIELD_CHARS + 7))
+    assert long == "y" * FIELD_CHARS + "... [7 more characters]"
+    assert truncate("abcdef", 2) == "ab... [4 more characters]"
+
+
+def test_all_passed_or_no_tests_is_no_feedback():
+    ok = FeedbackResult(stdio("1\n", "1\n"), "ok", "1\n")
+    assert feedback_message([ok, ok]) is None
+    assert feedback_message([]) is None
+    assert feedback_message([], program_ok=False) == NO_PROGRAM
+    assert feedback_message([ok], program_ok=False) == NO_PROGRAM
+
+
+def test_at_most_k_failing_stdio_tests_each_field_truncated():
+    rs = [FeedbackResult(stdio("in1\n", "out1\n"), "ok", "out1\n"),
+          FeedbackResult(stdio("in2\n", "out2\n"), "wrong_answer", "ACTUAL2\n"),
+          FeedbackResult(stdio("I" * 1000, "E" * 1000), "wrong_answer", "A" * 1000),
+          FeedbackResult(stdio("in4\n", "out4\n"), "timeout", "")]
+    msg = feedback_message(rs)
+    assert "failed 3 of 4 tests" in msg and "2 of the failing tests" in msg
+    assert "in2" in msg and "ACTUAL2" in msg and "in1" not in msg and "in4" not in msg
+    for ch in "IEA":
+        assert ch * FIELD_CHARS + "... [600 more characters]" in msg
+        assert ch * (FIELD_CHARS + 1) not in msg
+    msg1 = feedback_message(rs, k=1)
+    assert "Here is the failing test" in msg1 and "I" * 10 not in msg1
+    msg3 = feedback_message(rs, k=3, limit=5)
+    assert "time limit exceeded" in msg3 and "IIIII... [995 more characters]" in msg3
+    assert "Your output:" not in msg3.split("Test 3:")[1]  # a timeout shows its outcome
+    assert feedback_message(rs, k=0).startswith("Your solution failed 3 of 4")
+
+
+def test_functional_feedback_splits_call_and_expected():
+    rs = [FeedbackResult(TestCase(code="assert add(1, 2) == 3"), "wrong_answer", ""),
+          FeedbackResult(TestCase(code="check(add)"), "runtime_error", "Traceback...")]
+    msg = feedback_message(rs)
+    assert "Call:\nadd(1, 2)\nExpected:\n3" in msg and "assertion failed" in msg
+    assert "Test:\ncheck(add)" in msg and "runtime error" in msg and "Traceback..." in msg
+
+
+def test_repair_messages_extend_the_conversation():
+    task = Task("t", "x", "stdio", "Print the sum.", [stdio("1 2\n", "3\n")])
+    first = coder_messages(task)
+    conv = repair_messages(first, "ANSWER", "FEEDBACK")
+    assert conv[:2] == first and len(first) == 2
+    assert conv[2:] == [{"role": "assistant", "content": "ANSWER"},
+                        {"role": "user", "content": "FEEDBACK"}]
+
+
+def test_feedback_tests_never_the_gold_ones():
+    from coevo_code.roles import parse_test
+    task = Task("t", "x", "stdio", "p", [stdio("GOLD\n", "1\n")], examples=[stdio("EX\n", "1\n")])
+    assert feedback_tests(task, "public") == [stdio("EX\n", "1\n")]
+    good = parse_test("**Test Input:**\n```\n5\n```\n**Test Output:**\n```\n5\n```", task)
+    bad = parse_test("nothing", task)
+    assert feedback_tests(task, "self", [good, bad]) == [good.test]
+    with pytest.raises(ValueError, match="not built"):
+        feedback_tests(task, "tester:m")
+
+
+def test_turn_metrics_exact_and_edge_cases():
+    nan = float("nan")
+    a = np.array([[0, 1, 1], [1, 1, 1], [0, 0, 0], [0, 0, 1]], float)  # 3 wrong first, 2 repaired
+    b = np.array([[1, 1, 1], [nan, nan, nan]])                         # an undecided solution
+    m = turn_metrics([a, b])
+    assert m["code_acc_turn1"] == pytest.approx((0.25 + 1.0) / 2)
+    assert m["code_acc_turn2"] == pytest.approx((0.5 + 1.0) / 2)
+    assert m["code_acc_turn3"] == pytest.approx((0.75 + 1.0) / 2)
+    assert (m["repaired_share"], m["wrong_first"], m["repaired"]) == (2 / 3, 3, 2)
+    none_wrong = turn_metrics([np.ones((2, 2))])
+    assert none_wrong["repaired_share"] is None and none_wrong["wrong_first"] == 0
+    empty = turn_metrics([])
+    assert empty == {"repaired_share": None, "wrong_first": 0, "repaired": 0}
+    lost_last = turn_metrics([np.array([[0.0, nan]])])  # undecided after the last turn: left out
+    assert lost_last["wrong_first"] == 0 and lost_last["code_acc_turn2"] is None
+
+
+# ---- the turn loop with a scripted engine --------------------------------------------------------
+WRONG = "```python\nprint(int(input().split()[0]) - 1)\n```"
+FIXED = "```python\nprint(sum(map(int, input().split())))\n```"
+MARKER = "ZQXGOLDMARKER"
+
+
+class Scripted:
+    """An engine whose revisions are scripted: every revision is FIXED; records each prompt."""
+
+    def __init__(self):
+        self.prompts: list[list[dict]] = []
+
+    def generate(self, conversations, n, progress=None):
+        self.prompts += [list(c) for c in conversations]
+        return [[FIXED] * n for _ in conversations]
+
+    def close(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def ex():
+    from coevo_code.execution import Executor
+    with Executor(slots=1) as e:
+        yield e
+
+
+def _sum_task(tid="sum"):
+    gold = [stdio("1 2\n", "3\n"), stdio("5 7\n", "12\n"), stdio(f"{MARKER} 1\n", MARKER)]
+    return Task(tid, "test", "stdio", "Print the sum of two integers.", gold,
+                examples=[stdio("1 2\n", "3\n")])
+
+
+def test_turn_two_repairs_a_wrong_first_solution_exactly(ex, tmp_path):
+    from coevo_code.evaluation.repair import run_repair
+    from coevo_code.generation.cache import GenerationCache
+    task = replace(_sum_task(), tests=[stdio("1 2\n", "3\n"), stdio("5 7\n", "12\n")])
+    gens = {(task.id, CODE): [WRONG, FIXED, "no code at all"]}
+    first = {task.id: [0.0, 1.0, 0.0]}
+    engine, cache = Scripted(), GenerationCache(tmp_path / "g.jsonl")
+    eps = run_repair([task], gens, first, 3, 0, engine, ex, 3, "public", cache=cache)
+    pe = eps[task.id]
+    assert pe.correct.tolist() == [[0, 1, 1], [1, 1, 1], [0, 1, 1]]
+    assert [e.turns for e in pe.episodes] == [2, 1, 2]
+    m = turn_metrics([pe.correct])
+    assert (m["code_acc_turn1"], m["code_acc_turn2"], m["code_acc_turn3"]) == (1 / 3, 1.0, 1.0)
+    assert (m["repaired_share"], m["wrong_first"], m["repaired"]) == (1.0, 2, 2)
+    assert len(engine.prompts) == 2  # turn 3: both revisions passed their feedback
+    wrong_prompt, noprog_prompt = engine.prompts
+    assert wrong_prompt[-2] == {"role": "assistant", "content": WRONG}
+    assert "Input:\n1 2\nExpected output:\n3\nYour output:\n0" in wrong_prompt[-1]["content"]
+    assert noprog_prompt[-1]["content"] == NO_PROGRAM
+    # resumed from the cache: nothing generated again, the same verdicts
+    again = Scripted()
+    eps2 = run_repair([task], gens, first, 3, 0, again, ex, 3, "public",
+                      cache=GenerationCache(tmp_path / "g.jsonl"))
+    assert again.prompts == [] and eps2[task.id].correct.tolist() == pe.correct.tolist()
+
+
+@pytest.mark.parametrize("mode", ["public", "self"])
+def test_no_gold_test_reaches_any_prompt(ex, mode):
+    from coevo_code.evaluation.repair import run_repair
+    task = _sum_task()
+    assert all(MARKER not in json.dumps(m) for m in coder_messages(task))
+    self_test = "**Test Input:**\n```\n2 2\n```\n**Test Output:**\n```\n4\n```"
+    gens = {(task.id, CODE): [WRONG, WRONG], (task.id, TEST): [self_test]}
+
+    class StillWrong(Scripted):
+        def generate(self, conversations, n, progress=None):
+            self.prompts += [list(c) for c in conversations]
+            return [[WRONG] * n for _ in conversations]
+
+    engine = StillWrong()
+    eps = run_repair([task], gens, {task.id: [0.0, 0.0]}, 2, 1, engine, ex, 3, mode)
+    assert len(engine.prompts) == 4  # two solutions, revised twice, never fixed
+    text = json.dumps(engine.prompts)
+    assert MARKER not in text
+    assert ("2 2" in text) == (mode == "self")
+    assert eps[task.id].correct.tolist() == [[0, 0, 0], [0, 0, 0]]
+
+
+# ---- coevo eval end to end ---------------------------------------------------------------------
+def coevo(*args):
+    return subprocess.run([sys.executable, "-m", "coevo_code.cli", *args], env=ENV,
+                          capture_output=True, text=True, timeout=300)
+
+
+COMMON = ["eval", "--benchmark", "bundled", "--limit", "2", "--model", "tiny", "--k_code", "2",
+          "--k_test", "1", "--bon", "2x1", "--max_tokens", "48", "--bootstrap", "20", "-q"]
+
+
+def test_eval_with_repair_turns_end_to_end(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    p = coevo(*COMMON, "-o", str(one))
+    assert p.returncode == 0, p.stderr[-2000:]
+    r1 = json.loads((one / "results.json").read_text())
+    assert "repair" not in r1 and not any(k.startswith("code_acc") for k in r1["metrics"])
+    p = coevo(*COMMON, "--repair_turns", "1", "-o", str(one))  # explicit 1: the same output
+    assert p.returncode == 0, p.stderr[-2000:]
+    again = json.loads((one / "results.json").read_text())
+    assert {k: v for k, v in again.items() if k != "seconds"} == \
+        {k: v for k, v in r1.items() if k != "seconds"}
+    # two turns on the same generations (copied: turn 1 is not generated again)
+    two.mkdir()
+    (two / "generations.jsonl").write_bytes((one / "generations.jsonl").read_bytes())
+    p = coevo(*COMMON, "--repair_turns", "2", "--feedback_tests", "self", "-o", str(two))
+    assert p.returncode == 0, p.stderr[-2000:]
+    r2 = json.loads((two / "results.json").read_text())
+    m = r2["metrics"]
+    assert {"code_acc_turn1", "code_acc_turn2", "repaired_share"} <= set(m)
+    assert m["code_acc_turn1"] == pytest.approx(r1["metrics"]["pass@1"])
+    assert m["code_acc_turn2"] >= 0.0
+    assert r2["repair"]["turns"] == 2 and r2["repair"]["feedback_tests"] == "self"
+    assert sum(r2["repair"]["solutions_by_turns_used"].values()) == 4
+    assert all(len(v["correct_by_turn"]) == 2 for v in r2["per_task"].values())
+    assert "code_acc_turn2=" in p.stdout and "repaired_share=" in p.stdout
+    for k in r1["metrics"]:  # the first turn's figures are the one-turn run's
+        assert m[k] == r1["metrics"][k], k
+
+
+def test_eval_refuses_tester_feedback_in_one_line(tmp_path):
+    p = coevo(*COMMON, "--repair_turns", "2", "--feedback_tests", "tester:m", "-o",
+              str(tmp_path / "x"))
+    assert p.returncode == 2
+    lines = [x for x in p.stderr.splitlines() if x.startswith("coevo:")]
+    assert len(lines) == 1 and "not built yet" in lines[0], p.stderr[-2000:]
+
+
+def test_every_episode_ending_early_keeps_its_verdicts_in_later_turns(ex):
+    from coevo_code.evaluation.repair import run_repair
+    task = replace(_sum_task(), tests=[stdio("1 2\n", "3\n")])
+    engine = Scripted()
+    eps = run_repair([task], {(task.id, CODE): [FIXED]}, {task.id: [1.0]}, 1, 0, engine, ex, 4,
+                     "public")
+    assert eps[task.id].correct.tolist() == [[1, 1, 1, 1]] and engine.prompts == []
+    m = turn_metrics([eps[task.id].correct])
+    assert m["code_acc_turn4"] == 1.0 and m["repaired_share"] is None and m["wrong_first"] == 0
