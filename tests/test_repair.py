@@ -170,7 +170,8 @@ def test_turn_two_repairs_a_wrong_first_solution_exactly(ex, tmp_path):
 def test_no_gold_test_reaches_any_prompt(ex, mode):
     from coevo_code.evaluation.repair import run_repair
     task = _sum_task()
-    assert all(MARKER not in json.dumps(m) for m in coder_messages(task))
+    from coevo_code.roles import tester_messages
+    assert MARKER not in json.dumps(coder_messages(task) + tester_messages(task))  # turn 1
     self_test = "**Test Input:**\n```\n2 2\n```\n**Test Output:**\n```\n4\n```"
     gens = {(task.id, CODE): [WRONG, WRONG], (task.id, TEST): [self_test]}
 
