@@ -1,4 +1,4 @@
-"""Repair turns (issue 53), the pure core: the feedback a coder is shown after a turn whose
+"""Repair turns, the pure core: the feedback a coder is shown after a turn whose
 solution failed its *feedback tests*, the conversation of the next turn, and the per-turn
 metrics. Plain values in, plain values out; running programs and generating live at the edges
 (:mod:`coevo_code.evaluation.repair`).

@@ -60,7 +60,7 @@ class EvalOptions:
     bootstrap: int = option(1000, "bootstrap resamples for the CIs")
     output: str | None = option(None, "output directory; required", aliases=["-o"])
     quiet: bool = option(False, "no progress bars", aliases=["-q"])
-    repair_turns: int = option(1, "turns per solution (issue 53): a solution that fails its "
+    repair_turns: int = option(1, "turns per solution: a solution that fails its "
                                   "feedback tests is revised, shown at most 2 failing ones, up to "
                                   "this many turns in all; 1 (default): one attempt, as ever")
     feedback_tests: str = option("public", "what a solution is checked against between repair "

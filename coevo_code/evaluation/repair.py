@@ -1,4 +1,4 @@
-"""Evaluation in repair turns (issue 53): after the first turn (the ordinary evaluation), each
+"""Evaluation in repair turns: after the first turn (the ordinary evaluation), each
 solution that fails its feedback tests is revised by the model, shown at most k failing
 feedback tests (:func:`coevo_code.repair.feedback_message`), up to ``turns - 1`` more times; its
 episode ends when its feedback tests pass (or there are none) or after ``turns`` turns. Every
