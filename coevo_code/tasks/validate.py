@@ -101,7 +101,8 @@ def decide(votes, min_dispute: int = MIN_DISPUTE) -> Decision:
     """Steps 3 to 5 of the module docstring, on ``votes``: one row per trusted reference (its
     outcome on each generated test). Pure."""
     v = np.empty((len(votes), len(votes[0]) if len(votes) else 0), dtype=object)
-    v[...] = [list(row) for row in votes] if len(votes) else v
+    for r, row in enumerate(votes):  # filled row by row: numpy never splits an outcome string
+        v[r, :] = list(row)
     n, t = v.shape
     confirm, dispute, crash = v == CONFIRM, v == DISPUTE, v == CRASH
     against = dispute | crash
