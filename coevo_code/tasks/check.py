@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .codecontests import reference_cap
 from .model import TaskSet
 
 
@@ -157,7 +158,6 @@ def solutions_of(task, lang: str, references: int | None, incorrect: bool):
             return [], []
         refs = (task.metadata.get("native_references") or {}).get(lang) or []
         bad = (task.metadata.get("native_incorrect") or {}).get(lang) if incorrect else None
-    from .codecontests import reference_cap
     cap = reference_cap(references, lang)
     refs = list(refs[:cap])
     bad = list(bad[:cap]) if bad else []

@@ -106,14 +106,11 @@ def decide(votes, min_dispute: int = MIN_DISPUTE) -> Decision:
     n, t = v.shape
     confirm, dispute, crash = v == CONFIRM, v == DISPUTE, v == CRASH
     against = dispute | crash
-    outliers = []
-    for r in range(n):
-        others = np.arange(n) != r
-        if not others.any():
-            break
-        settled = confirm[others].sum(0) > against[others].sum(0)
-        if settled.any() and against[r, settled].sum() * 2 > settled.sum():
-            outliers.append(r)
+    # each reference against the others' totals (all minus its own row): n x t, one pass
+    settled = (confirm.sum(0) - confirm) > (against.sum(0) - against)
+    n_settled, n_against = settled.sum(1), (against & settled).sum(1)
+    outliers = ([int(r) for r in np.flatnonzero((n_settled > 0) & (n_against * 2 > n_settled))]
+                if n > 1 else [])
     voting = np.ones(n, bool)
     voting[outliers] = False
     conf, disp = confirm[voting].sum(0), dispute[voting].sum(0)
