@@ -29,7 +29,7 @@ from .tasks.model import Task, TestCase
 
 MAX_FAILING = 2      # failing tests shown per feedback message
 FIELD_CHARS = 400    # characters of each shown field (input, expected, actual)
-FEEDBACK_MODES = ("public", "self")  # built; "tester:MODEL" is not yet
+FEEDBACK_MODES = ("public", "self")  # "tester:MODEL" is not built
 
 # how an outcome reads in a feedback message (the judge's codes, coevo_code.sandbox.protocol)
 OUTCOME_TEXT = {
@@ -188,3 +188,87 @@ def turn_metrics(correct: Sequence[np.ndarray]) -> dict:
     return out
 
 
+
+
+# ---- training in turns: the credit of each turn and the tester's repair credit -------------------
+CREDITS = ("turn", "final", "improvement")
+
+
+def revision_parents(open_rows: Sequence[int], k: int) -> list[int]:
+    """Which row of the previous turn each of a problem's ``k`` rows of the next turn revises:
+    the rows still open (they failed their feedback tests), taken in turn and cycled, so every
+    turn's group holds ``k`` revisions of the same problem (TRL's groups of ``k`` rows) and an
+    open row is revised ``k // len(open_rows)`` or one more times. No open row: no group."""
+    return [int(open_rows[j % len(open_rows)]) for j in range(k)] if len(open_rows) else []
+
+
+def _num(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def turn_credit(rewards: Sequence[Sequence], parents: Sequence[Sequence[int]],
+                mode: str = "turn") -> list[list]:
+    """Each row's reward under a credit rule. ``rewards[t][j]``: the reward of row j of turn
+    t + 1 judged by the gold tests (None: no signal); ``parents[t][j]``: the row of turn t it
+    revises (``parents[0]`` is empty). The rules (docs/TRAINING.md, "Repair turns"):
+
+    - ``turn``: a row earns its own solution's reward: a turn is an action judged by what it
+      wrote; the first turn's rewards are the single-turn run's;
+    - ``final``: a row earns the reward of the episode's end (RLEF's terminal reward, given to
+      every turn): a row with revisions earns the mean of its revisions' credits, a row without
+      (its feedback tests passed, or the last turn) its own reward;
+    - ``improvement``: a row earns its reward minus the reward of the row it revises (the first
+      turn: its own reward).
+
+    None stays None, and a credit that needs a None is None (``final``: revisions without
+    signal are left out of the mean; all of them without signal gives None)."""
+    if mode not in CREDITS:
+        raise ValueError(f"repair credit {mode!r}: choose from {', '.join(CREDITS)}")
+    R = [[None if r is None else float(r) for r in turn] for turn in rewards]
+    if mode == "turn":
+        return R
+    if mode == "improvement":
+        out = [list(R[0])]
+        for t in range(1, len(R)):
+            out.append([None if r is None or R[t - 1][p] is None else r - R[t - 1][p]
+                        for r, p in zip(R[t], parents[t])])
+        return out
+    out = [list(turn) for turn in R]
+    for t in range(len(R) - 2, -1, -1):  # from the last turn back: a row takes its revisions'
+        kids: dict[int, list] = {}
+        for j, p in enumerate(parents[t + 1]):
+            kids.setdefault(p, []).append(out[t + 1][j])
+        for i, got in kids.items():
+            vals = [v for v in got if v is not None]
+            out[t][i] = float(np.mean(vals)) if vals else None
+    return out
+
+
+def credit_for_repairs(n_tests: int, shown: Sequence[Sequence[int]], before: Sequence,
+                         after: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tester's credit for repairs, one value per generated test (``n_tests``), from the
+    revised rows of a problem: ``shown[e]`` the generated tests the feedback of row e showed,
+    ``before[e]`` whether row e was correct by the gold tests (1.0 / 0.0 / None undecided),
+    ``after[e]`` the share of its revisions that are correct (None: none decided).
+
+    A test shown to a wrong solution earns that solution's share of correct revisions: it
+    failed a wrong program and the revision then passed the gold tests. A test shown to a
+    right solution whose revisions are not all right sent a right solution into a wrong
+    revision: it earns no repair credit at all. The credit is divided by the number of rows
+    revised (so it lies in [0, 1]); returns (credit, fixed, broken), the last two per test
+    (the summed shares and the count of right solutions sent wrong)."""
+    fixed = np.zeros(n_tests)
+    broken = np.zeros(n_tests, dtype=int)
+    rows = 0
+    for s, b, a in zip(shown, before, after):
+        if b is None or a is None or (isinstance(b, float) and np.isnan(b)) or \
+                (isinstance(a, float) and np.isnan(a)):
+            continue
+        rows += 1
+        for j in s:
+            if b == 0.0:
+                fixed[j] += a
+            elif a < 1.0:
+                broken[j] += 1
+    credit = np.where(broken > 0, 0.0, fixed / rows if rows else 0.0)
+    return credit, fixed, broken

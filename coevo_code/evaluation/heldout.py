@@ -105,6 +105,16 @@ def problem_eval(task: Task, full: np.ndarray, n_gold: int, k: int, test_ok: Seq
                        share)
 
 
+def first_verdicts(gold: np.ndarray, lost: np.ndarray) -> np.ndarray:
+    """Each solution's verdict on the gold tests: 1.0 every test passed, 0.0 a decided failure,
+    NaN a lost cell and no decided failure."""
+    gold, lost = np.asarray(gold, dtype=bool), np.asarray(lost, dtype=bool)
+    out = gold.all(axis=1).astype(float) if gold.shape[1] else np.zeros(gold.shape[0])
+    undecided = lost.any(axis=1) & ~(~gold & ~lost).any(axis=1)
+    out[undecided] = np.nan
+    return out
+
+
 def _mean(xs) -> float | None:
     xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
     return float(np.mean(xs)) if xs else None
@@ -177,10 +187,31 @@ def sample(model, tokenizer, conversations: list[list[dict]], n: int, temperatur
         model.train(was_training)
 
 
+class _ModelEngine:
+    """The model in memory as a generation engine (``generate(conversations, n)``), for the
+    repair turns of :func:`evaluate_model`."""
+
+    def __init__(self, model, tokenizer, temperature, max_new_tokens, seed):
+        self.args = (model, tokenizer)
+        self.temperature, self.max_new_tokens, self.seed = temperature, max_new_tokens, seed
+        self.calls = 0
+
+    def generate(self, conversations, n, progress=None):
+        self.calls += 1  # each turn its own draws, the same on every evaluation
+        return sample(*self.args, list(conversations), n, self.temperature, self.max_new_tokens,
+                      self.seed + 1 + self.calls)
+
+
 def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4,
                    temperature: float = 1.0, max_new_tokens: int = 64, seed: int = 0,
-                   greedy: bool = True, bon: tuple[int, int] = (4, 4)) -> dict:
-    """Sample, run, score: the summary (:func:`summarize`) plus ``cells`` and ``time_s``."""
+                   greedy: bool = True, bon: tuple[int, int] = (4, 4), repair_turns: int = 1,
+                   repair_feedback: str = "self", repair_max_failing: int = 2) -> dict:
+    """Sample, run, score: the summary (:func:`summarize`) plus ``cells`` and ``time_s``.
+    With ``repair_turns`` > 1, the k sampled solutions are then revised in turns against their
+    feedback tests (``self``: the k tests the model wrote for the problem; ``public``: its
+    examples), as ``coevo eval --repair_turns`` does (:func:`coevo_code.evaluation.repair.
+    run_repair`), and ``code_acc_turn1`` ... ``code_acc_turn{T}`` and ``repaired_share`` join
+    the summary (:func:`coevo_code.repair.turn_metrics`)."""
     t0 = time.perf_counter()
     tasks = list(tasks)
     hidden = [dataclasses.replace(t, examples=[]) for t in tasks]  # CURE's eval_no_example
@@ -202,7 +233,7 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
     results = executor.run(jobs) if jobs else []
     main = iter(results[:sum(b.job is not None for b in batches)])
     side = iter(results[sum(b.job is not None for b in batches):])
-    evals, refused = [], []
+    evals, refused, first = [], [], {}
     for t, b, r in zip(tasks, batches, refs):
         res = next(side) if r is not None else None
         try:  # a job the executor refused leaves its problem out, counted (problems_refused)
@@ -224,13 +255,28 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
                 judged[:, cols] = np.asarray(res["passed"], dtype=bool)
                 if res.get("outcomes") is not None:
                     judged_lost[:, cols] = [[o in HARNESS for o in row] for row in res["outcomes"]]
-        e = problem_eval(t, full, b.n_gold, k, ok, judged, n_mut, lost_matrix(b, got),
-                         judged_lost)
+        lost = lost_matrix(b, got)
+        e = problem_eval(t, full, b.n_gold, k, ok, judged, n_mut, lost, judged_lost)
+        first[t.id] = first_verdicts(full[:k, :b.n_gold], lost[:k, :b.n_gold])
         e.parse_fail_code = sum(not p.ok for p in b.programs[:k])
         e.parse_fail_test = sum(not p.ok for p in b.tests)
         evals.append(e)
     out = summarize(evals, *bon)
     out["problems_refused"] = len(refused)
     out["cells"] = sum(len(j["programs"]) * len(j["tests"]) for j in jobs)
+    if repair_turns > 1:
+        from ..repair import turn_metrics
+        from ..roles import CODE, TEST
+        from .repair import run_repair
+        gens = {}
+        for t, c, x in zip(hidden, codes, tests):
+            gens[(t.id, CODE)], gens[(t.id, TEST)] = list(c), list(x)
+        engine = _ModelEngine(model, tokenizer, temperature, max_new_tokens, seed)
+        eps = run_repair(hidden, gens, first, k, k, engine, executor, repair_turns,
+                         repair_feedback, k=repair_max_failing,
+                         examples={t.id: list(t.examples) for t in tasks})
+        figs = turn_metrics([pe.correct for pe in eps.values()])
+        out.update({key: v for key, v in figs.items()
+                    if key.startswith("code_acc_turn") or key == "repaired_share"})
     out["time_s"] = time.perf_counter() - t0
     return out

@@ -69,11 +69,13 @@ def _feedback_results(tests, result: dict | None, i: int) -> list[FeedbackResult
 
 def run_repair(tasks: Sequence[Task], generations: dict, first_correct: dict, k_code: int,
                k_test: int, engine, executor, turns: int, mode: str, cache=None,
-               k: int = MAX_FAILING, limit: int = FIELD_CHARS) -> dict[str, ProblemEpisodes]:
+               k: int = MAX_FAILING, limit: int = FIELD_CHARS,
+               examples: dict | None = None) -> dict[str, ProblemEpisodes]:
     """The episodes of every task in ``first_correct`` (task id -> its k_code turn-1 gold
     verdicts, 1.0/0.0/NaN) over ``turns`` turns; ``generations`` the turn-1 completions as
     :func:`~coevo_code.generation.cache.generate_all` returns them. ``engine.generate`` writes
-    one revision per conversation; ``cache`` (a GenerationCache) keeps them."""
+    one revision per conversation; ``cache`` (a GenerationCache) keeps them. ``examples``
+    (task id -> tests): the public feedback tests of tasks whose prompts hide their examples."""
     probs: dict[str, ProblemEpisodes] = {}
     for t in tasks:
         if t.id not in first_correct:
@@ -83,7 +85,9 @@ def run_repair(tasks: Sequence[Task], generations: dict, first_correct: dict, k_
         eps = [Episode(coder_messages(t), a, parse_program(a, t)) for a in answers]
         correct = np.full((len(eps), turns), np.nan)
         correct[:, 0] = np.asarray(first_correct[t.id], dtype=float)[:len(eps)]
-        probs[t.id] = ProblemEpisodes(t, feedback_tests(t, mode, parsed), eps, correct)
+        fb = (list(examples[t.id]) if mode == "public" and examples is not None else
+              feedback_tests(t, mode, parsed))
+        probs[t.id] = ProblemEpisodes(t, fb, eps, correct)
 
     for turn in range(1, turns):  # turn + 1 is the turn being written
         for pe in probs.values():  # an episode that ended keeps its last verdict

@@ -25,6 +25,7 @@ from ..execution.options import ExecutionOptions
 from ..execution.registry import check_backend
 from ..labels import JUDGES as LABEL_JUDGES
 from ..labels import SOURCES as LABEL_SOURCES
+from ..labels import label_source as find_label_source
 from ..tasks import LoaderError, find_loader
 from .controls import CONTROLS, ROLES_TRAINED
 from .scoring import RewardOptions
@@ -201,6 +202,21 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
     max_rows_masked: float = _f(MAX_ROWS_MASKED, "stop the run when more than this share of a "
                                                  "step's rows is masked for sandbox cells lost "
                                                  "twice (sandbox_error); 1: never stop")
+    # repair turns (training/repair_turns.py; docs/TRAINING.md, Repair turns)
+    repair_turns: int = _lock(1, "turns per coder episode: after a turn whose solution fails its "
+                                 "feedback tests, the coder revises it, shown the failing tests "
+                                 "(1: one attempt, the single-turn run)")
+    repair_feedback: str = _lock("self", "the tests a solution is checked against between turns: "
+                                         "self (the tests the policy wrote for the problem in "
+                                         "this step) or public (the problem's examples)",
+                                 choices=["self", "public"])
+    repair_credit: str = _f("turn", "each turn's reward: turn (its own solution's), final (the "
+                                    "episode's end, RLEF's) or improvement (its gain over the "
+                                    "turn it revises)", choices=["turn", "final", "improvement"])
+    repair_test_credit: float = _f(1.0, "weight of the tester's repair credit (self feedback): "
+                                        "tests shown to a wrong solution whose revision passed "
+                                        "the gold tests")
+    repair_max_failing: int = _lock(2, "failing feedback tests shown per turn")
     # label-free runs
     frozen_labels: str | None = _lock(None, "frozen labeller's completions (generations.jsonl)")
     frozen_model: str | None = _lock(None, "model that writes frozen_labels when it is missing")
@@ -253,6 +269,23 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
         if self.train_roles not in ROLES_TRAINED:
             errors.append(f"--train_roles must be one of {', '.join(ROLES_TRAINED)}, got "
                           f"{self.train_roles!r}")
+        if self.repair_turns < 1:
+            errors.append(f"--repair_turns must be at least 1, got {self.repair_turns}")
+        elif self.repair_turns > 1:
+            if self.label_source in LABEL_SOURCES and find_label_source(self.label_source).label_free:
+                errors.append("--repair_turns > 1 needs gold tests (label_source gold): "
+                              "label-free training in turns is not built")
+            if self.length_shaping:
+                errors.append("--repair_turns > 1 and --length_shaping: length shaping turns "
+                              "rewards into advantages, which repair credit cannot add to")
+            for flag, val, ok in (("repair_feedback", self.repair_feedback, ("self", "public")),
+                                  ("repair_credit", self.repair_credit,
+                                   ("turn", "final", "improvement"))):
+                if val not in ok:
+                    errors.append(f"--{flag} must be one of {', '.join(ok)}, got {val!r}")
+            if self.repair_max_failing < 1:
+                errors.append(f"--repair_max_failing must be at least 1, got "
+                              f"{self.repair_max_failing}")
         if self.reward_weights is not None and len(self.reward_weights) != 1 + len(
                 self.reward_funcs or []):
             errors.append(f"--reward_weights needs {1 + len(self.reward_funcs or [])} weights "

@@ -297,6 +297,14 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
     eval_ds = (datasets.Dataset.from_list(paired_rows(eval_tasks, "eval", 0))
                if eval_tasks else None)
     k = config.num_generations
+    repair = None
+    if config.repair_turns > 1:
+        from .repair_turns import RepairTurns
+        repair = RepairTurns(config.repair_turns, config.repair_feedback, config.repair_credit,
+                             config.repair_test_credit, config.repair_max_failing,
+                             max_gold_tests=config.max_gold_tests,
+                             all_passed=config.code_all_passed,
+                             time_limit_s=config.exec_time_limit_s)
     step = CoevoStep(
         {"train": reward_tasks(tasks, config.reward_shown_tests), "eval": eval_tasks},
         reward_options(config),
@@ -311,7 +319,7 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
         n_agents=max(1, len(config.agent_names)), frozen=frozen,
         lockstep=Lockstep(Curriculum(config.curriculum_window, enabled=config.curriculum)),
         control=config.reward_control, seed=config.seed, train_roles=config.train_roles,
-        max_rows_masked=config.max_rows_masked)
+        max_rows_masked=config.max_rows_masked, repair=repair)
     peft = get_peft_config(model_args) if model_args is not None else None
     trainer = CoevoTrainer(model=model, args=config, train_dataset=train_ds, eval_dataset=eval_ds,
                            peft_config=peft, coevo_step=step, n_train=len(tasks),

@@ -167,7 +167,8 @@ class CoevoStep:
                  sharding: Sharding | None = None, exchange=None, agent_index: int = 0,
                  n_agents: int = 1, frozen: dict | None = None,
                  lockstep: Lockstep | None = None, control: str = "none", seed: int = 0,
-                 train_roles: str = "both", max_rows_masked: float = MAX_ROWS_MASKED):
+                 train_roles: str = "both", max_rows_masked: float = MAX_ROWS_MASKED,
+                 repair=None):
         self.tasks = {split: list(ts) for split, ts in tasks.items()}
         self.options = options
         self.executor_options = dict(executor_options or {})
@@ -180,6 +181,7 @@ class CoevoStep:
         self.control = control  # "shuffle" / "flip": the control runs of benchmarks/learning.py
         self.train_roles = train_roles  # "both", or "code" / "test": one role trained
         self.max_rows_masked = max_rows_masked  # share of a step's rows; past it, SandboxFailure
+        self.repair = repair  # RepairTurns: later turns of the training batches (None: one turn)
         self._control_rng = np.random.default_rng(seed)
         self.last: StepOutput | None = None
         self.calls: deque = deque(maxlen=self.KEEP_CALLS)
@@ -193,15 +195,27 @@ class CoevoStep:
         return label_source(self.options.label_source).label_free
 
     # ---- the step -------------------------------------------------------------------------------
-    def run(self, items: Sequence[Row], split: str, global_step: int = 0) -> StepOutput:
+    def run(self, items: Sequence[Row], split: str, global_step: int = 0,
+            prompts: Sequence | None = None) -> StepOutput:
         """Score this process's rows (steps 1-5 here or on the gathered batch), then pool the
-        metrics (6)."""
+        metrics (6). With repair turns (training batches), the later turns are written and
+        judged after 5 (:mod:`.repair_turns`; ``prompts``: each row's conversation), and the
+        first turn's rewards take their credit."""
         items = [Row(*x) for x in items]
         joint = self.label_free and split == "train"
         scored = self.sharding.score(
             items, split, lambda rows: self.score_rows(rows, split, global_step),
             whole=joint, lockstep=self.lockstep)
         rewards, scores, phases = scored.rewards, scored.scores, dict(scored.phases)
+        repaired = None
+        if self.repair is not None and split == "train":
+            if prompts is None:
+                raise ValueError("repair turns need each row's prompt")
+            t = time.perf_counter()
+            rewards, repaired = self.repair.run(items, prompts, rewards,
+                                                group_rows(items, self.tasks[split], split),
+                                                self.tasks[split], self.executor)
+            phases["repair"] = time.perf_counter() - t
         for s in scores:  # the step goes on without them; each is named once per run
             if s.refused is not None and s.task_id not in self._refused:
                 self._refused.add(s.task_id)
@@ -212,6 +226,8 @@ class CoevoStep:
             if self.control != "none":
                 rewards = control_rewards(rewards, roles, self.control, self._control_rng)
         out = StepOutput(split, rewards, batch_metrics(scores, phases["execution"]), phases)
+        if repaired is not None:
+            out.metrics.update(repaired)
         self.last = out
         self.calls.append((split, [(x.task_index, x.role, x.text) for x in items],
                            list(rewards)))

@@ -37,6 +37,7 @@ from trl import GRPOTrainer
 
 from ..evaluation.heldout import EVAL_KEYS
 from .data import PairedSampler
+from .repair_turns import REPAIR_KEYS, turn_keys
 from .reward import CoevoReward
 from .step import CoevoStep, Lockstep
 from .modelcard import render as render_card
@@ -152,6 +153,45 @@ def _engine_in_policy_dtype(trainer, enabled: bool):
             vg.LLM = real
 
 
+# how each per-row tensor of TRL's batch is padded when batches are joined: (side, value);
+# None: the tokenizer's pad token
+PAD = {"prompt_ids": ("left", None), "prompt_mask": ("left", 0), "completion_ids": ("right", None),
+       "completion_mask": ("right", 0), "old_per_token_logps": ("right", 0),
+       "sampling_per_token_logps": ("right", 0), "ref_per_token_logps": ("right", 0),
+       "importance_sampling_ratio": ("right", 1), "tool_mask": ("right", 1)}
+
+
+def merge_batches(parts: list[dict], pad_token_id: int) -> dict:
+    """TRL batches (``_generate_and_score_completions``'s dicts) joined row-wise: each per-token
+    tensor padded to the widest (prompts on the left, completions on the right, :data:`PAD`),
+    per-row tensors concatenated; ``num_items_in_batch`` is left to the caller. A key the
+    batches do not all hold, or hold as None in one and a tensor in another, is an error."""
+    out: dict = {}
+    for key in parts[0]:
+        vals = [p.get(key) for p in parts]
+        if key == "num_items_in_batch":
+            continue
+        if all(v is None for v in vals):
+            out[key] = None
+            continue
+        if not all(torch.is_tensor(v) for v in vals):
+            raise ValueError(f"cannot join TRL batches on {key!r} (not a tensor in every batch)")
+        if vals[0].dim() == 1:
+            out[key] = torch.cat(vals)
+            continue
+        if key not in PAD:
+            raise ValueError(f"cannot join TRL batches on {key!r} (no padding rule)")
+        side, value = PAD[key]
+        value = pad_token_id if value is None else value
+        width = max(v.shape[1] for v in vals)
+        padded = []
+        for v in vals:
+            fill = v.new_full((v.shape[0], width - v.shape[1]), value)
+            padded.append(torch.cat([fill, v] if side == "left" else [v, fill], dim=1))
+        out[key] = torch.cat(padded)
+    return out
+
+
 class CoevoTrainer(GRPOTrainer):
     """``CoevoTrainer(model, args=CoevoConfig, coevo_step=CoevoStep(...), ...)``.
 
@@ -201,9 +241,20 @@ class CoevoTrainer(GRPOTrainer):
             super().__init__(*args, reward_funcs=[self.coevo_reward, *extra], **kwargs)
         self.sync_check = self._install_vllm_sync() if self.use_vllm else None
         coevo_step.sharding.accelerator = self.accelerator
+        self._revisions: list = []   # the generation of each later repair turn of this batch
+        self._replay = None          # a generation _generate hands back instead of generating
+        if coevo_step.repair is not None:
+            if self.accelerator.num_processes > 1:
+                raise ValueError(f"--repair_turns {coevo_step.repair.turns} runs on one process "
+                                 f"(this launch has {self.accelerator.num_processes}); "
+                                 f"use --repair_turns 1 or one process")
+            coevo_step.repair.reviser = self._revise
         out = Path(self.args.output_dir)
-        self._writer = JsonlWriter(out / "metrics.jsonl", STEP_KEYS) if write_metrics else None
-        self._eval_writer = JsonlWriter(out / "eval.jsonl", EVAL_KEYS) if write_metrics else None
+        keys, eval_keys = STEP_KEYS, EVAL_KEYS
+        if coevo_step.repair is not None:  # one turn: the columns of a single-turn run
+            keys, eval_keys = STEP_KEYS + REPAIR_KEYS, EVAL_KEYS + turn_keys(coevo_step.repair.turns)
+        self._writer = JsonlWriter(out / "metrics.jsonl", keys) if write_metrics else None
+        self._eval_writer = JsonlWriter(out / "eval.jsonl", eval_keys) if write_metrics else None
         self._phase = defaultdict(float)
         self._step_time = 0.0
         self._generations = 0
@@ -254,6 +305,9 @@ class CoevoTrainer(GRPOTrainer):
 
     # ---- generation, rewards, masking -------------------------------------------------------------
     def _generate(self, prompts):
+        if self._replay is not None:  # a later repair turn: written already (_revise)
+            gen, self._replay = self._replay, None
+            return gen
         t = time.perf_counter()
         try:
             return super()._generate(prompts)
@@ -285,9 +339,53 @@ class CoevoTrainer(GRPOTrainer):
         out["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
         return drop
 
+    def _revise(self, conversations: list) -> list[str]:
+        """One completion per conversation (a later repair turn's rows), by the trainer's own
+        generation (vLLM or transformers, as the first turn); the generation is kept for
+        :meth:`_later_turns`. TRL's server mode writes ``num_generations`` completions of every
+        ``num_generations``-th prompt: one each here."""
+        k = self.num_generations
+        self.num_generations = 1
+        try:
+            gen = self._generate(conversations)
+        finally:
+            self.num_generations = k
+        self._revisions.append(gen)
+        from ..roles import completion_text
+        return [completion_text(c) for c in gen[3]]
+
+    def _later_turns(self, inputs, out: dict, drop):
+        """The first turn's batch ``out`` joined by the rows of the later repair turns the
+        reward step wrote (:mod:`.repair_turns`): each turn through TRL's scoring as its own
+        batch (its groups: k revisions of one problem), its generation replayed, then the
+        rows concatenated (prompts padded on the left, completions on the right)."""
+        gens, self._revisions = self._revisions, []
+        later = self.coevo.repair.later if self.coevo.repair is not None else []
+        if not later:
+            return out, drop
+        first = {}
+        for row in inputs:  # the dataset columns of each problem's code row
+            if row["role"] == "code":
+                first.setdefault(int(row["task_index"]), row)
+        parts, drops = [out], [drop]
+        for tr, gen in zip(later, gens):
+            rows = [{**first[ti], "prompt": conv, "turn": tr.turn}
+                    for ti, conv in zip(tr.task_index, tr.prompts)]
+            self._replay = gen
+            part = super()._generate_and_score_completions(rows)
+            drops.append(self._mask_rows_without_signal(part))
+            parts.append(part)
+        out = merge_batches(parts, self.processing_class.pad_token_id)
+        mask = out["completion_mask"] if out.get("tool_mask") is None else \
+            out["completion_mask"] * out["tool_mask"]
+        out["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
+        return out, torch.cat([d.to(out["advantages"].device) for d in drops])
+
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         drop = self._mask_rows_without_signal(out)
+        if self.coevo.repair is not None and self.model.training:
+            out, drop = self._later_turns(inputs, out, drop)
         mask = out["completion_mask"] if out.get("tool_mask") is None else \
             out["completion_mask"] * out["tool_mask"]
         self.batches.append({"dropped": drop.tolist(), "advantages": out["advantages"].tolist(),
@@ -339,6 +437,8 @@ class CoevoTrainer(GRPOTrainer):
                          "curriculum_skipped": self.lockstep.curriculum.skipped
                          if self.args.curriculum else None,
                          **{k: self._last_gen.get(k) for k in MATRIX_KEYS}}
+        if self.coevo.repair is not None:
+            self._pending.update({k: self._last_gen.get(k) for k in REPAIR_KEYS})
         if self.sync_check is not None and self.sync_check.last is not None:
             self._pending.update(self.sync_check.last.figures())  # the check of this step's sync
             self.sync_check.last = None
@@ -416,7 +516,9 @@ class CoevoTrainer(GRPOTrainer):
             pooled = evaluate_model(
                 model, self.processing_class, tasks, self.coevo.executor,
                 k=a.num_generations_eval or self.num_generations, temperature=a.temperature or 1.0,
-                max_new_tokens=a.max_completion_length, seed=a.seed)  # the same draws each time
+                max_new_tokens=a.max_completion_length, seed=a.seed,  # the same draws each time
+                repair_turns=a.repair_turns, repair_feedback=a.repair_feedback,
+                repair_max_failing=a.repair_max_failing)
         if self.accelerator.num_processes > 1:
             from accelerate.utils import broadcast_object_list
             box = [pooled]
