@@ -29,7 +29,7 @@ from .tasks.model import Task, TestCase
 
 MAX_FAILING = 2      # failing tests shown per feedback message
 FIELD_CHARS = 400    # characters of each shown field (input, expected, actual)
-FEEDBACK_MODES = ("public", "self")  # "tester:MODEL" is not built
+FEEDBACK_MODES = ("public", "self")  # tester:MODEL: "self" with that model's tests (coevo eval)
 
 # how an outcome reads in a feedback message (the judge's codes, coevo_code.sandbox.protocol)
 OUTCOME_TEXT = {

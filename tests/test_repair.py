@@ -228,12 +228,25 @@ def test_eval_with_repair_turns_end_to_end(tmp_path):
         assert m[k] == r1["metrics"][k], k
 
 
-def test_eval_refuses_tester_feedback_in_one_line(tmp_path):
-    p = coevo(*COMMON, "--repair_turns", "2", "--feedback_tests", "tester:m", "-o",
+def test_eval_with_a_tester_models_feedback(tmp_path):
+    """``--feedback_tests tester:MODEL``: another model's tests check the solutions between
+    turns; they are generated once (the cache's ``test#tester`` rows) and the first turn is the
+    one-turn run's."""
+    out = tmp_path / "t"
+    p = coevo(*COMMON, "--repair_turns", "2", "--feedback_tests", "tester:tiny-llama", "-o",
+              str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = json.loads((out / "results.json").read_text())
+    assert r["repair"]["feedback_tests"] == "tester:tiny-llama"
+    rows = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
+    tester = [x for x in rows if x.get("role") == "test#tester"]
+    assert len(tester) == 2 and all(len(x["completions"]) == 1 for x in tester)
+    assert {"code_acc_turn1", "code_acc_turn2", "repaired_share"} <= set(r["metrics"])
+    p = coevo(*COMMON, "--repair_turns", "2", "--feedback_tests", "tester:", "-o",
               str(tmp_path / "x"))
     assert p.returncode == 2
     lines = [x for x in p.stderr.splitlines() if x.startswith("coevo:")]
-    assert len(lines) == 1 and "not built yet" in lines[0], p.stderr[-2000:]
+    assert len(lines) == 1 and "tester:MODEL needs a model" in lines[0], p.stderr[-2000:]
 
 
 def test_every_episode_ending_early_keeps_its_verdicts_in_later_turns(ex):

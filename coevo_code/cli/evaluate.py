@@ -60,7 +60,36 @@ def repair_line(results: dict) -> str:
     return "  ".join(parts)
 
 
-def _repair(args: EvalOptions, ts, gens: dict, problems, engine, ex, cache, summary) -> dict:
+TESTER_ROLE = "test#tester"  # the generation cache's role of a feedback tester's tests
+
+
+def _tester_tests(args: EvalOptions, gen: GenerationOptions, ts, cache) -> dict:
+    """``--feedback_tests tester:MODEL``: k_test tests of each problem written by MODEL (the
+    tester prompt, MODEL's own sampling seed as the run's), through the generation cache."""
+    from ..generation.engines import make_engine
+    from ..roles import tester_messages
+    model = args.feedback_tests[len("tester:"):].strip()
+    out, todo = {}, []
+    for t in ts:
+        got = cache.get(t.id, TESTER_ROLE, args.k_test)
+        if got is None:
+            todo.append(t)
+        else:
+            out[t.id] = got
+    if todo:
+        engine = make_engine(gen.engine, model, gen.sampling(args.seed), **gen.engine_options())
+        try:
+            texts = engine.generate([tester_messages(t) for t in todo], args.k_test)
+        finally:
+            engine.close()
+        for t, got in zip(todo, texts):
+            cache.put(t.id, TESTER_ROLE, list(got))
+            out[t.id] = list(got)
+    return out
+
+
+def _repair(args: EvalOptions, gen: GenerationOptions, ts, gens: dict, problems, engine, ex,
+            cache, summary) -> dict:
     """Repair turns after the first (:mod:`coevo_code.evaluation.repair`): the per-turn figures
     go into ``summary["metrics"]``; returns the results' ``repair`` block and each problem's
     verdicts by turn."""
@@ -69,11 +98,17 @@ def _repair(args: EvalOptions, ts, gens: dict, problems, engine, ex, cache, summ
     from ..evaluation.repair import run_repair
     from ..generation.engines import EngineError
     from ..repair import FIELD_CHARS, MAX_FAILING, turn_metrics
+    from ..roles import TEST
     first = {p.task_id: [float("nan") if u else float(c) for c, u in zip(p.correct, p.undecided)]
              for p in problems if p.has_gold}
+    mode = args.feedback_tests
     try:
+        if mode.startswith("tester:"):  # the tester's tests stand in for the model's own
+            tester = _tester_tests(args, gen, ts, cache)
+            gens = {**gens, **{(tid, TEST): texts for tid, texts in tester.items()}}
+            mode = "self"
         eps = run_repair(list(ts), gens, first, args.k_code, args.k_test, engine, ex,
-                         args.repair_turns, args.feedback_tests, cache=cache)
+                         args.repair_turns, mode, cache=cache)
     except EngineError as e:
         raise CLIError(f"{e} (generations so far are kept in {cache.path})")
     finally:
@@ -148,9 +183,9 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
         raise CLIError("give --model (to generate) or --samples (to score existing solutions)")
     if args.repair_turns > 1 and args.samples:
         raise CLIError("--repair_turns needs a model to revise solutions: not with --samples")
-    if args.repair_turns > 1 and args.feedback_tests == "self" and not args.k_test:
-        raise CLIError("--feedback_tests self checks solutions with the model's own tests: "
-                       "give --k_test >= 1")
+    if args.repair_turns > 1 and args.feedback_tests != "public" and not args.k_test:
+        raise CLIError(f"--feedback_tests {args.feedback_tests} checks solutions with k_test "
+                       f"generated tests of each problem: give --k_test >= 1")
     ex = make_executor(execution)
     t0 = time.time()
     try:
@@ -197,7 +232,7 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
             summary = summarize(problems, bon, rankers, bootstrap=args.bootstrap, seed=args.seed)
             repair = None
             if args.repair_turns > 1:
-                repair = _repair(args, ts, gens, problems, engine, ex, cache, summary)
+                repair = _repair(args, gen, ts, gens, problems, engine, ex, cache, summary)
             if refused:
                 summary["problems_refused"] = refused
             if ts.skipped:

@@ -64,17 +64,19 @@ class EvalOptions:
                                   "feedback tests is revised, shown at most 2 failing ones, up to "
                                   "this many turns in all; 1 (default): one attempt, as ever")
     feedback_tests: str = option("public", "what a solution is checked against between repair "
-                                           "turns: public (the benchmark's examples) or self "
-                                           "(the model's own generated tests of that problem); "
-                                           "tester:MODEL is not built yet")
+                                           "turns: public (the benchmark's examples), self "
+                                           "(the model's own generated tests of that problem) "
+                                           "or tester:MODEL (k_test tests of each problem "
+                                           "written by another model, e.g. a trained tester)")
 
     def __post_init__(self):
         _at_least(self, ("k_code", "limit", "repair_turns"))
         _at_least(self, ("k_test",), 0)
         if self.feedback_tests.startswith("tester:"):
-            raise ValueError("--feedback_tests tester:MODEL is not built yet; use public or self")
-        if self.feedback_tests not in ("public", "self"):
-            raise ValueError(f"--feedback_tests must be public or self, got "
+            if not self.feedback_tests[len("tester:"):].strip():
+                raise ValueError("--feedback_tests tester:MODEL needs a model after 'tester:'")
+        elif self.feedback_tests not in ("public", "self"):
+            raise ValueError(f"--feedback_tests must be public, self or tester:MODEL, got "
                              f"{self.feedback_tests!r}")
 
 
