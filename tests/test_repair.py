@@ -166,6 +166,35 @@ def test_turn_two_repairs_a_wrong_first_solution_exactly(ex, tmp_path):
     assert again.prompts == [] and eps2[task.id].correct.tolist() == pe.correct.tolist()
 
 
+def test_hidden_examples_stay_the_public_feedback(ex):
+    """Prompts without the examples (``--hide_examples``): the conversation starts from the
+    prompt the first turn had, and the examples given apart are still the feedback."""
+    from coevo_code.evaluation.repair import run_repair
+    task = replace(_sum_task(), tests=[stdio("5 7\n", "12\n")])
+    hidden = replace(task, examples=[])
+    engine = Scripted()
+    eps = run_repair([hidden], {(task.id, CODE): [WRONG]}, {task.id: [0.0]}, 1, 0, engine, ex, 2,
+                     "public", examples={task.id: list(task.examples)})
+    assert engine.prompts[0][:2] == coder_messages(hidden) != coder_messages(task)
+    assert "Input:\n1 2\nExpected output:\n3" in engine.prompts[0][-1]["content"]
+    assert eps[task.id].correct.tolist() == [[0.0, 1.0]]
+    # without them, a prompt that hides its examples has no public feedback: nothing to repair
+    quiet = Scripted()
+    run_repair([hidden], {(task.id, CODE): [WRONG]}, {task.id: [0.0]}, 1, 0, quiet, ex, 2,
+               "public")
+    assert quiet.prompts == []
+
+
+def test_world_examples_option():
+    from coevo_code.tasks import LoaderError, load_tasks
+    plain = list(load_tasks("world", split="heldout", size=3))
+    shown = list(load_tasks("world", split="heldout", size=3, examples=2))
+    for a, b in zip(plain, shown):
+        assert b.examples == a.tests[:2] and b.tests == a.tests[2:] and not a.examples
+    with pytest.raises(LoaderError, match="examples must be 0 to 6"):
+        load_tasks("world", split="heldout", size=1, examples=7)
+
+
 @pytest.mark.parametrize("mode", ["public", "self"])
 def test_no_gold_test_reaches_any_prompt(ex, mode):
     from coevo_code.evaluation.repair import run_repair

@@ -253,9 +253,12 @@ def test_training_in_turns_trains_on_revisions_only_and_never_shows_gold(tmp_pat
     assert out["advantages"][-16:].abs().sum() == 0
 
 
-def test_held_out_evaluation_in_turns(tmp_path, monkeypatch):
+@pytest.mark.parametrize("turns", [{"repair_turns": 2},
+                                   {"repair_turns": 1, "eval_repair_turns": 2}])
+def test_held_out_evaluation_in_turns(tmp_path, monkeypatch, turns):
     """eval.jsonl has each turn's code accuracy and the repaired share (scripted sampler:
-    wrong first attempts, right revisions, the feedback from the model's own tests)."""
+    wrong first attempts, right revisions, the feedback from the model's own tests), in a run
+    in turns and in a single-turn run evaluated in two."""
     from coevo_code.evaluation import heldout
     tasks = [t for t in load_tasks("bundled") if t.kind == "functional"][:3]
 
@@ -274,8 +277,8 @@ def test_held_out_evaluation_in_turns(tmp_path, monkeypatch):
         return out
 
     monkeypatch.setattr(heldout, "sample", sample)
-    cfg = tiny_config(tmp_path / "run", max_steps=1, repair_turns=2, eval_strategy="steps",
-                      eval_steps=1, eval_on_start=True)
+    cfg = tiny_config(tmp_path / "run", max_steps=1, eval_strategy="steps", eval_steps=1,
+                      eval_on_start=True, **turns)
     train(cfg, PLUMBING, tasks=tasks, eval_tasks=tasks)
     evals = [json.loads(x) for x in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()]
     assert [e["step"] for e in evals] == [0, 1]
@@ -283,6 +286,8 @@ def test_held_out_evaluation_in_turns(tmp_path, monkeypatch):
         assert set(turn_keys(2)) <= set(e)
         assert e["code_acc_turn1"] == e["code_acc"] == 0.0
         assert e["code_acc_turn2"] == 1.0 and e["repaired_share"] == 1.0
+    line = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert ("repair_rows" in line) == (turns["repair_turns"] > 1)
 
 
 # ---- one turn is the single-turn run -----------------------------------------------------------------

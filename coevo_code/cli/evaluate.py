@@ -5,6 +5,7 @@ are dataclasses (:mod:`coevo_code.evaluation.options`, :mod:`coevo_code.generati
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -88,11 +89,12 @@ def _tester_tests(args: EvalOptions, gen: GenerationOptions, ts, cache) -> dict:
     return out
 
 
-def _repair(args: EvalOptions, gen: GenerationOptions, ts, gens: dict, problems, engine, ex,
-            cache, summary) -> dict:
+def _repair(args: EvalOptions, gen: GenerationOptions, ts, prompted, gens: dict, problems,
+            engine, ex, cache, summary) -> dict:
     """Repair turns after the first (:mod:`coevo_code.evaluation.repair`): the per-turn figures
     go into ``summary["metrics"]``; returns the results' ``repair`` block and each problem's
-    verdicts by turn."""
+    verdicts by turn. ``prompted``: the tasks as the prompts show them (``--hide_examples``:
+    without their examples, which stay the public feedback)."""
     import numpy as np
 
     from ..evaluation.repair import run_repair
@@ -104,11 +106,12 @@ def _repair(args: EvalOptions, gen: GenerationOptions, ts, gens: dict, problems,
     mode = args.feedback_tests
     try:
         if mode.startswith("tester:"):  # the tester's tests stand in for the model's own
-            tester = _tester_tests(args, gen, ts, cache)
+            tester = _tester_tests(args, gen, prompted, cache)
             gens = {**gens, **{(tid, TEST): texts for tid, texts in tester.items()}}
             mode = "self"
-        eps = run_repair(list(ts), gens, first, args.k_code, args.k_test, engine, ex,
-                         args.repair_turns, mode, cache=cache)
+        eps = run_repair(list(prompted), gens, first, args.k_code, args.k_test, engine, ex,
+                         args.repair_turns, mode, cache=cache,
+                         examples={t.id: list(t.examples) for t in ts})
     except EngineError as e:
         raise CLIError(f"{e} (generations so far are kept in {cache.path})")
     finally:
@@ -192,6 +195,8 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
         ts = _load(args, bench, ex, for_samples=bool(args.samples))
         if not args.quiet:
             print(ts.summary(), file=sys.stderr)
+        prompted = ([dataclasses.replace(t, examples=[]) for t in ts] if args.hide_examples
+                    else list(ts))
         if args.samples:
             try:
                 samples = read_samples(Path(args.samples), ts)
@@ -211,7 +216,7 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
                 total = len(ts) * ((args.k_code > 0) + (args.k_test > 0))
                 with tqdm(total=total, unit="prompt", desc="generate", disable=args.quiet,
                           file=sys.stderr) as bar:
-                    gens = generate_all(list(ts), engine, args.k_code, args.k_test, cache,
+                    gens = generate_all(prompted, engine, args.k_code, args.k_test, cache,
                                         progress=bar.update)
                 if args.repair_turns <= 1:
                     engine.close()
@@ -232,7 +237,8 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
             summary = summarize(problems, bon, rankers, bootstrap=args.bootstrap, seed=args.seed)
             repair = None
             if args.repair_turns > 1:
-                repair = _repair(args, gen, ts, gens, problems, engine, ex, cache, summary)
+                repair = _repair(args, gen, ts, prompted, gens, problems, engine, ex, cache,
+                                 summary)
             if refused:
                 summary["problems_refused"] = refused
             if ts.skipped:
@@ -241,7 +247,8 @@ def evaluate(args: EvalOptions, bench: BenchmarkOptions, gen: GenerationOptions,
                        "engine": gen.engine, "k_code": args.k_code, "k_test": args.k_test,
                        "bon": [f"{n}x{m}" for n, m in bon], "rankers": rankers,
                        **({"notes": bon_notes} if bon_notes else {}),
-                       "sampling": vars(sampling), **summary,
+                       "sampling": vars(sampling),
+                       **({"hide_examples": True} if args.hide_examples else {}), **summary,
                        "per_task": {p.task_id: {"correct": [None if u else bool(c) for c, u
                                                             in zip(p.correct, p.undecided)],
                                                 "matrix": p.matrix.astype(int).tolist(),

@@ -24,6 +24,8 @@ class BenchmarkOptions:
                                         "(comma-separated)")
     livebench_date: str | None = option(None, "livebench: questions as of this date (default "
                                               "today): removed ones are left out")
+    examples: int | None = option(None, "world: this many of each problem's gold tests become "
+                                        "its public examples (the rest judge)")
     strict: bool = option(False, "a row the loader cannot use (unreadable, malformed, tests no "
                                  "program can read, interactive) ends the load with its one-line "
                                  "error (default: skipped and counted in the load report)")
@@ -60,6 +62,9 @@ class EvalOptions:
     bootstrap: int = option(1000, "bootstrap resamples for the CIs")
     output: str | None = option(None, "output directory; required", aliases=["-o"])
     quiet: bool = option(False, "no progress bars", aliases=["-q"])
+    hide_examples: bool = option(False, "prompts without the public examples (CURE's "
+                                        "eval_no_example); public repair feedback still uses "
+                                        "them")
     repair_turns: int = option(1, "turns per solution: a solution that fails its "
                                   "feedback tests is revised, shown at most 2 failing ones, up to "
                                   "this many turns in all; 1 (default): one attempt, as ever")

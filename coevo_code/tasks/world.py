@@ -28,6 +28,7 @@ defaults :data:`SIZES`).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections import Counter
@@ -415,12 +416,27 @@ def generate(split: str = "train", seed: int = 0, size: int | None = None) -> li
     return tasks
 
 
+def with_examples(task: Task, n: int) -> Task:
+    """``task`` with its first ``n`` gold tests as public examples, left out of its gold tests
+    (the rest judge): what a benchmark's public tests are to its hidden ones."""
+    if n <= 0:
+        return task
+    return dataclasses.replace(task, examples=list(task.tests[:n]), tests=list(task.tests[n:]))
+
+
 def load_world(source=None, split: str | None = None, seed: int = 0,
-               size: int | None = None) -> TaskSet:
-    """The task world's ``split`` (``source`` is not used: the world is generated)."""
+               size: int | None = None, examples: int = 0) -> TaskSet:
+    """The task world's ``split`` (``source`` is not used: the world is generated);
+    ``examples``: that many of each problem's gold tests become its public examples
+    (:func:`with_examples`; at most 6 of the 8)."""
     if source is not None:
         raise LoaderError("world: the task world is generated; it takes no file (options: split, "
-                          "seed, size)")
+                          "seed, size, examples)")
+    n = int(examples or 0)
+    if not 0 <= n <= N_TESTS - 2:
+        raise LoaderError(f"world: examples must be 0 to {N_TESTS - 2} (of {N_TESTS} gold "
+                          f"tests, two or more stay hidden), got {examples}")
     split = split or "train"
-    return TaskSet("world", f"generated (split {split}, seed {seed})",
-                   generate(split, int(seed), size))
+    shown = f", {n} examples" if n else ""
+    return TaskSet("world", f"generated (split {split}, seed {seed}{shown})",
+                   [with_examples(t, n) for t in generate(split, int(seed), size)])

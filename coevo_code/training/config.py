@@ -217,6 +217,9 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
                                         "tests shown to a wrong solution whose revision passed "
                                         "the gold tests")
     repair_max_failing: int = _lock(2, "failing feedback tests shown per turn")
+    eval_repair_turns: int | None = _f(None, "the held-out evaluation in this many turns "
+                                             "(default: repair_turns; 2 with repair_turns 1: a "
+                                             "single-turn run measured in two)")
     # label-free runs
     frozen_labels: str | None = _lock(None, "frozen labeller's completions (generations.jsonl)")
     frozen_model: str | None = _lock(None, "model that writes frozen_labels when it is missing")
@@ -269,15 +272,19 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
         if self.train_roles not in ROLES_TRAINED:
             errors.append(f"--train_roles must be one of {', '.join(ROLES_TRAINED)}, got "
                           f"{self.train_roles!r}")
+        if self.eval_repair_turns is not None and self.eval_repair_turns < 1:
+            errors.append(f"--eval_repair_turns must be at least 1, got {self.eval_repair_turns}")
         if self.repair_turns < 1:
             errors.append(f"--repair_turns must be at least 1, got {self.repair_turns}")
         elif self.repair_turns > 1:
-            if self.label_source in LABEL_SOURCES and find_label_source(self.label_source).label_free:
+            if self.label_source in LABEL_SOURCES and \
+                    find_label_source(self.label_source).label_free:
                 errors.append("--repair_turns > 1 needs gold tests (label_source gold): "
                               "label-free training in turns is not built")
             if self.length_shaping:
                 errors.append("--repair_turns > 1 and --length_shaping: length shaping turns "
                               "rewards into advantages, which repair credit cannot add to")
+        if self.repair_turns > 1 or (self.eval_repair_turns or 1) > 1:
             for flag, val, ok in (("repair_feedback", self.repair_feedback, ("self", "public")),
                                   ("repair_credit", self.repair_credit,
                                    ("turn", "final", "improvement"))):

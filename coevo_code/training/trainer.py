@@ -250,9 +250,11 @@ class CoevoTrainer(GRPOTrainer):
                                  f"use --repair_turns 1 or one process")
             coevo_step.repair.reviser = self._revise
         out = Path(self.args.output_dir)
-        keys, eval_keys = STEP_KEYS, EVAL_KEYS
-        if coevo_step.repair is not None:  # one turn: the columns of a single-turn run
-            keys, eval_keys = STEP_KEYS + REPAIR_KEYS, EVAL_KEYS + turn_keys(coevo_step.repair.turns)
+        keys, eval_keys = STEP_KEYS, EVAL_KEYS  # one turn: the columns of a single-turn run
+        if coevo_step.repair is not None:
+            keys = STEP_KEYS + REPAIR_KEYS
+        if self._eval_turns > 1:
+            eval_keys = EVAL_KEYS + turn_keys(self._eval_turns)
         self._writer = JsonlWriter(out / "metrics.jsonl", keys) if write_metrics else None
         self._eval_writer = JsonlWriter(out / "eval.jsonl", eval_keys) if write_metrics else None
         self._phase = defaultdict(float)
@@ -282,6 +284,11 @@ class CoevoTrainer(GRPOTrainer):
                           max_logprob_diff=a.vllm_sync_max_logprob_diff)
         install_sync(self.vllm_generation, after=check)
         return check
+
+    @property
+    def _eval_turns(self) -> int:
+        a = self.args
+        return a.eval_repair_turns or a.repair_turns
 
     @property
     def lockstep(self) -> Lockstep:
@@ -517,7 +524,7 @@ class CoevoTrainer(GRPOTrainer):
                 model, self.processing_class, tasks, self.coevo.executor,
                 k=a.num_generations_eval or self.num_generations, temperature=a.temperature or 1.0,
                 max_new_tokens=a.max_completion_length, seed=a.seed,  # the same draws each time
-                repair_turns=a.repair_turns, repair_feedback=a.repair_feedback,
+                repair_turns=self._eval_turns, repair_feedback=a.repair_feedback,
                 repair_max_failing=a.repair_max_failing)
         if self.accelerator.num_processes > 1:
             from accelerate.utils import broadcast_object_list
