@@ -20,6 +20,7 @@ shown. Side effects: the executor and the trainer's ``reviser`` (generation); th
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -87,6 +88,16 @@ class RepairTurns:
         self.time_limit_s = time_limit_s
         self.reviser: Callable[[list], list] | None = None
         self.later: list[TurnRows] = []
+        self.exec_seconds = 0.0  # the last batch's time in the executor (feedback and gold jobs)
+
+    def _run(self, executor, jobs: list) -> list:
+        if not jobs:
+            return []
+        t = time.perf_counter()
+        try:
+            return executor.run(jobs)
+        finally:
+            self.exec_seconds += time.perf_counter() - t
 
     def _job(self, task: Task, programs, tests=None, **fields) -> dict:
         job = task.job(programs, tests, **fields)
@@ -123,6 +134,7 @@ class RepairTurns:
                 fb_tests[ti] = ([parsed[j].test for j in idx], idx)
         k = {ti: len(groups[ti][CODE]) for ti in order}
         self.later = []
+        self.exec_seconds = 0.0
         opened = 0
         live = order
         for turn in range(2, self.turns + 1):
@@ -164,7 +176,7 @@ class RepairTurns:
                                       return_outputs=True, id=f"{tasks[ti].id}#feedback"))
                 where.append((ti, rows))
         results = dict(zip((ti for ti, _ in where),
-                           zip((r for _, r in where), executor.run(jobs) if jobs else [])))
+                           zip((r for _, r in where), self._run(executor, jobs))))
         open_rows: dict[int, list[int]] = {}
         for ti, turns in nodes.items():
             tests, index = fb_tests[ti]
@@ -202,7 +214,7 @@ class RepairTurns:
                 jobs.append(self._job(tasks[ti], [n.program.code for n in ok], gold,
                                       id=f"{tasks[ti].id}#revision"))
                 where.append(ok)
-        for ok, res in zip(where, executor.run(jobs) if jobs else []):
+        for ok, res in zip(where, self._run(executor, jobs)):
             for r, n in enumerate(ok):
                 outcomes = (res or {}).get("outcomes")
                 if outcomes is None:

@@ -207,15 +207,16 @@ class CoevoStep:
             items, split, lambda rows: self.score_rows(rows, split, global_step),
             whole=joint, lockstep=self.lockstep)
         rewards, scores, phases = scored.rewards, scored.scores, dict(scored.phases)
+        matrix_s = phases["execution"]  # the pass matrix's seconds (exec_cells_per_s)
         repaired = None
         if self.repair is not None and split == "train":
             if prompts is None:
                 raise ValueError("repair turns need each row's prompt")
-            t = time.perf_counter()
             rewards, repaired = self.repair.run(items, prompts, rewards,
                                                 group_rows(items, self.tasks[split], split),
                                                 self.tasks[split], self.executor)
-            phases["repair"] = time.perf_counter() - t
+            # its generation counts as generation (the trainer's), its jobs as execution
+            phases["execution"] = phases.get("execution", 0.0) + self.repair.exec_seconds
         for s in scores:  # the step goes on without them; each is named once per run
             if s.refused is not None and s.task_id not in self._refused:
                 self._refused.add(s.task_id)
@@ -225,7 +226,7 @@ class CoevoStep:
             rewards = trained_roles(rewards, roles, self.train_roles)
             if self.control != "none":
                 rewards = control_rewards(rewards, roles, self.control, self._control_rng)
-        out = StepOutput(split, rewards, batch_metrics(scores, phases["execution"]), phases)
+        out = StepOutput(split, rewards, batch_metrics(scores, matrix_s), phases)
         if repaired is not None:
             out.metrics.update(repaired)
         self.last = out
