@@ -10,7 +10,12 @@ TRL's private methods it overrides, each because no public hook gives the same r
   without signal get zero advantage *and* no loss tokens (CURE drops them from its batch); TRL
   zeroes the advantage of a row only when *every* reward function returns None, and never masks
   its tokens (:meth:`CoevoTrainer._mask_rows_without_signal`);
-- ``_generate``: the generation phase's time (``time_generation``);
+- ``_generate``: the generation phase's time (``time_generation``); with repair turns, it hands
+  back a later turn's generation written already (the revisions are written while the first
+  turn is scored, :mod:`.repair_turns`) so TRL's scoring runs on them as on any batch;
+- ``_generate_and_score_completions`` also joins the later repair turns' batches to the first
+  turn's (:meth:`CoevoTrainer._later_turns`, :func:`merge_batches`): each turn's advantages
+  over its own groups, one update;
 - ``_save_checkpoint``: the step's metrics line is on disk, and the curriculum and early-stopping
   state are in the checkpoint, before the checkpoint can count as complete (a callback's
   ``on_save`` runs only after it is written).
