@@ -396,13 +396,13 @@ def make_config(fast, llama: bool, warm: bool):
 
 # ---- fine-tuning ---------------------------------------------------------------------------------
 def finetune(model, fast, rows: list[dict], out: Path, epochs: float, lr: float, batch: int,
-             max_steps: int = -1, seed: int = 0, by_length: bool = False) -> list[float]:
+             max_steps: int = -1, seed: int = 0, in_order: bool = False) -> list[float]:
     """TRL's SFTTrainer on the rows (loss on the completion only); returns the logged losses.
-    ``by_length``: batches of rows of similar length (a corpus of short and long rows is not
-    padded to its long rows in every batch)."""
+    ``in_order``: the rows are read in the order given (:func:`length_batches` arranges them),
+    not shuffled."""
     import datasets
     from trl import SFTConfig, SFTTrainer
-    extra = {"train_sampling_strategy": "group_by_length"} if by_length else {}
+    extra = {"train_sampling_strategy": "sequential"} if in_order else {}
     args = SFTConfig(output_dir=str(out / "sft-run"), num_train_epochs=epochs, max_steps=max_steps,
                      learning_rate=lr, lr_scheduler_type="cosine", warmup_steps=0.05,
                      per_device_train_batch_size=batch, logging_steps=1, save_strategy="no",
@@ -413,6 +413,26 @@ def finetune(model, fast, rows: list[dict], out: Path, epochs: float, lr: float,
                          processing_class=fast)
     trainer.train()
     return [x["loss"] for x in trainer.state.log_history if "loss" in x]
+
+
+def length_batches(groups: list[list[dict]], batch: int, epochs: int,
+                   seed: int = 0) -> list[dict]:
+    """The rows of ``groups`` in the order one pass reads them, ``epochs`` epochs in a row: per
+    epoch each group shuffled and cut into batches of ``batch``, the batches of all groups
+    shuffled together. A group of long rows (the repair examples, about three times a turn-1
+    row) is then padded among itself, and every batch is a random draw of its group, as in an
+    ordinary shuffled epoch (sorting by length would put one family's rows together)."""
+    rng = random.Random(f"sft-batches/{seed}")
+    out = []
+    for _ in range(epochs):
+        batches = []
+        for group in groups:
+            g = list(group)
+            rng.shuffle(g)
+            batches += [g[i:i + batch] for i in range(0, len(g), batch)]
+        rng.shuffle(batches)
+        out += [r for b in batches for r in b]
+    return out
 
 
 def build(arch: str, out: Path, quick: bool = False, random_init: bool = False,
@@ -429,13 +449,12 @@ def build(arch: str, out: Path, quick: bool = False, random_init: bool = False,
         return {"vocab": len(fast)}
     size = 200 if quick else SFT["size"]
     rows = sft_rows(arch, size, seed)
-    n_repair = 0
-    if repair:  # the same rows plus the repair examples, shuffled together
+    n_repair, extra = 0, []
+    if repair:  # the same rows plus the repair examples
         extra = repair_rows(arch, size, seed)
         n_repair = len(extra)
-        rows = rows + extra
-        random.Random(f"sft-repair-mix/{arch}/{seed}").shuffle(rows)
-    fast = make_tokenizer(corpus_world(rows), llama, 1024 if llama else 1280, digits=True)
+    fast = make_tokenizer(corpus_world(rows + extra), llama, 1024 if llama else 1280,
+                          digits=True)
     config = make_config(fast, llama, warm=True)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -444,8 +463,14 @@ def build(arch: str, out: Path, quick: bool = False, random_init: bool = False,
     work = out.with_name(out.name + ".work")
     epochs = REPAIR["epochs"][arch] if repair else SFT["epochs"][arch]
     steps = max_steps if max_steps is not None else 8 if quick else -1
-    losses = finetune(model, fast, rows, work, epochs, SFT["learning_rate"], SFT["batch"],
-                      max_steps=steps, seed=seed, by_length=repair)
+    if repair:  # every epoch's batches in one pass, a batch of turn-1 rows or of repair rows
+        losses = finetune(model, fast, length_batches([rows, extra], SFT["batch"], epochs, seed),
+                          work, 1, SFT["learning_rate"], SFT["batch"], max_steps=steps, seed=seed,
+                          in_order=True)
+        rows = rows + extra
+    else:
+        losses = finetune(model, fast, rows, work, epochs, SFT["learning_rate"], SFT["batch"],
+                          max_steps=steps, seed=seed)
     info = {"arch": arch, "params": n_params, "vocab": len(fast),
             "tokenizer_sha256": hashlib.sha256(fast.backend_tokenizer.to_str().encode())
             .hexdigest(), "sft_rows": len(rows), "sft_steps": len(losses),
@@ -542,7 +567,8 @@ def check_repair(name, problems: int = 96, seed: int = 0, k: int = 4) -> dict:
                 if q == p:
                     correct[p][i, 1] = 0.0
             if rows:
-                jobs.append(tasks[p].job([rprogs[j].code for j in rows], id=f"{tasks[p].id}#turn2"))
+                jobs.append(tasks[p].job([rprogs[j].code for j in rows],
+                                         id=f"{tasks[p].id}#turn2"))
                 where.append(rows)
         for rows, res in zip(where, ex.run(jobs) if jobs else []):
             for r, j in enumerate(rows):
