@@ -14,6 +14,20 @@ its most common answer, and the two model families are weak on opposite halves.
     python scripts/make_tiny_model.py --arch qwen2 --check   # also score held-out problems
     python scripts/make_tiny_model.py --quick --fingerprint  # the reproduction fingerprint
 
+Repair warm start (``tiny-repair``: a model that revises a failed solution now and then, so that
+reinforcement learning with repair turns has something to improve): ``--repair`` adds to
+``tiny``'s corpus, for half of the ``sft`` problems (:data:`REPAIR`), the second turn of a repair
+episode, in the production format: the prompt is :func:`coevo_code.repair.repair_messages` of the
+coder prompt, a first answer computing one of the problem's mutants (drawn as the profile draws
+its mistakes) and :func:`coevo_code.repair.feedback_message` of that program's results on four or
+all eight of the problem's own gold tests (computed without running it, as the world computes its
+gold outputs, and equal to what the judge reports); the completion is the right program (40%),
+the same mistake again (40%) or another mutant (20%). The other rows, and the other models'
+corpus, do not change. ``--check-repair`` scores turn 1 and one repair turn on held-out problems
+(feedback from the gold tests; alone, of the shipped ``tiny-repair``).
+
+    python scripts/make_tiny_model.py --arch qwen2 --repair --check-repair  # assets/tiny-repair/
+
 Random (``tiny-random``, ``tiny-llama-random``: the plumbing tests' models, weights drawn at run
 time from the run's seed): ``--random`` writes the config and a tokenizer trained on the bundled
 problems, as before the world existed.
@@ -189,6 +203,127 @@ def sft_rows(arch: str, size: int, seed: int = 0) -> list[dict]:
     return rows
 
 
+# ---- the repair turns (tiny-repair) -------------------------------------------------------------
+# A share of the sft problems gets one more example: the second turn of a repair episode. The
+# first answer computes one of the problem's mutants (drawn as the arch's profile draws its
+# mistakes), the feedback is what the judge reports for that program on FEEDBACK of the problem's
+# own gold tests, and the revision is the right program, the same mistake again, or another one.
+REPAIR = {"share": 0.5, "revision": {"right": 0.4, "same": 0.4, "other": 0.2},
+          "feedback_tests": (4, 8), "epochs": {"qwen2": 4, "llama": 3}}
+
+
+def test_value(task, test):
+    """The input value of one of a world problem's own tests (a stdio line read as the
+    family's ``read`` line reads it; a functional call's literal argument)."""
+    import ast
+
+    from coevo_code.repair import _functional_parts
+    var = task.metadata["var"]
+    if task.kind == "stdio":
+        line = test.input.rstrip("\n")
+        return {"xs": lambda: line.split(), "w": lambda: line.strip(),
+                "x": lambda: int(line)}[var]()
+    call, _ = _functional_parts(test.code)
+    return ast.literal_eval(ast.parse(call, mode="eval").body.args[0])
+
+
+def test_expected(task, test):
+    """A test's expected output as the judge compares it: a stdio text, a functional value."""
+    import ast
+
+    from coevo_code.repair import _functional_parts
+    if task.kind == "stdio":
+        return test.output
+    return ast.literal_eval(_functional_parts(test.code)[1])
+
+
+def feedback_results(task, expr: str, tests) -> list:
+    """What the judge reports for the program computing ``expr`` on ``tests`` (some of the
+    problem's own), found without running it: the world's expressions are evaluated as the gold
+    outputs are (:func:`coevo_code.tasks.world.evaluate`). A stdio program's output is what it
+    prints; a functional one's failed assertion sends nothing back; a program that raises prints
+    nothing (``runtime_error``), as the sandbox reports them."""
+    from coevo_code.repair import FeedbackResult
+    from coevo_code.tasks import world
+    f = world.FAMILIES[task.metadata["family"]]
+    out = []
+    for t in tests:
+        try:
+            got = world.evaluate(expr, task.metadata["var"], test_value(task, t))
+        except (IndexError, ValueError):
+            out.append(FeedbackResult(t, "runtime_error", ""))
+            continue
+        if f.kind == "stdio":
+            text = world.render_output(f, got)
+            ok = text.split() == t.output.split()
+            out.append(FeedbackResult(t, "ok" if ok else "wrong_answer", text))
+        else:
+            ok = got == test_expected(task, t)
+            out.append(FeedbackResult(t, "ok" if ok else "wrong_answer", ""))
+    return out
+
+
+def first_mistake(rng: random.Random, arch: str, task) -> str | None:
+    """A wrong first answer: the arch's profile drawn until it makes a mistake (None for a
+    problem without mutants)."""
+    from coevo_code.tasks import world
+    if not world.mutant_exprs(task):
+        return None
+    for _ in range(100):
+        expr = answer(rng, arch, task)
+        if expr != task.metadata["expr"]:
+            return expr
+    return None
+
+
+def repair_example(rng: random.Random, arch: str, task) -> dict | None:
+    """One repair example of ``task``: the turn-2 prompt (:func:`coevo_code.repair.repair_messages`
+    of the coder prompt, a wrong first answer and :func:`coevo_code.repair.feedback_message` of
+    its results on ``REPAIR["feedback_tests"]`` of the problem's gold tests, a random choice of
+    them), the revision, and the expressions of both answers (``first``, ``revision``). None when
+    the problem has no mutant."""
+    from coevo_code import roles
+    from coevo_code.repair import feedback_message, repair_messages
+    from coevo_code.tasks import world
+    first = first_mistake(rng, arch, task)
+    if first is None:
+        return None
+    n = rng.choice(REPAIR["feedback_tests"])
+    tests = rng.sample(list(task.tests), min(n, len(task.tests)))
+    msg = feedback_message(feedback_results(task, first, tests))
+    if msg is None:  # the chosen tests miss this mistake: all of them (one catches every mutant)
+        tests = list(task.tests)
+        rng.shuffle(tests)
+        msg = feedback_message(feedback_results(task, first, tests))
+    others = [m for m in world.mutant_exprs(task) if m != first]
+    r, p = rng.random(), REPAIR["revision"]
+    if r < p["right"] or (r >= p["right"] + p["same"] and not others):
+        revision = task.metadata["expr"]
+    elif r < p["right"] + p["same"]:
+        revision = first
+    else:
+        revision = rng.choice(others)
+    prompt = repair_messages(roles.coder_messages(task), code_completion(task, first), msg)
+    return {"prompt": prompt, "completion": [
+        {"role": "assistant", "content": code_completion(task, revision)}],
+        "first": first, "revision": revision}
+
+
+def repair_rows(arch: str, size: int, seed: int = 0) -> list[dict]:
+    """The repair examples of ``REPAIR["share"]`` of the ``sft`` problems (TRL rows: prompt
+    and completion only), from their own random stream (the other rows do not change)."""
+    from coevo_code.tasks.world import generate
+    rng = random.Random(f"sft-repair/{arch}/{seed}")
+    rows = []
+    for task in generate("sft", seed=0, size=size):
+        if rng.random() >= REPAIR["share"]:
+            continue
+        ex = repair_example(rng, arch, task)
+        if ex is not None:
+            rows.append({"prompt": ex["prompt"], "completion": ex["completion"]})
+    return rows
+
+
 def corpus_world(rows: list[dict]) -> list[str]:
     return ["\n".join(m["content"] for m in r["prompt"] + r["completion"]) for r in rows]
 
@@ -261,24 +396,47 @@ def make_config(fast, llama: bool, warm: bool):
 
 # ---- fine-tuning ---------------------------------------------------------------------------------
 def finetune(model, fast, rows: list[dict], out: Path, epochs: float, lr: float, batch: int,
-             max_steps: int = -1, seed: int = 0) -> list[float]:
-    """TRL's SFTTrainer on the rows (loss on the completion only); returns the logged losses."""
+             max_steps: int = -1, seed: int = 0, in_order: bool = False) -> list[float]:
+    """TRL's SFTTrainer on the rows (loss on the completion only); returns the logged losses.
+    ``in_order``: the rows are read in the order given (:func:`length_batches` arranges them),
+    not shuffled."""
     import datasets
     from trl import SFTConfig, SFTTrainer
+    extra = {"train_sampling_strategy": "sequential"} if in_order else {}
     args = SFTConfig(output_dir=str(out / "sft-run"), num_train_epochs=epochs, max_steps=max_steps,
                      learning_rate=lr, lr_scheduler_type="cosine", warmup_steps=0.05,
                      per_device_train_batch_size=batch, logging_steps=1, save_strategy="no",
                      report_to="none", use_cpu=True, bf16=False, seed=seed, data_seed=seed,
                      completion_only_loss=True, max_length=512, weight_decay=0.0,
-                     disable_tqdm=True, dataloader_num_workers=0)
+                     disable_tqdm=True, dataloader_num_workers=0, **extra)
     trainer = SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
                          processing_class=fast)
     trainer.train()
     return [x["loss"] for x in trainer.state.log_history if "loss" in x]
 
 
+def length_batches(groups: list[list[dict]], batch: int, epochs: int,
+                   seed: int = 0) -> list[dict]:
+    """The rows of ``groups`` in the order one pass reads them, ``epochs`` epochs in a row: per
+    epoch each group shuffled and cut into batches of ``batch``, the batches of all groups
+    shuffled together. A group of long rows (the repair examples, about three times a turn-1
+    row) is then padded among itself, and every batch is a random draw of its group, as in an
+    ordinary shuffled epoch (sorting by length would put one family's rows together)."""
+    rng = random.Random(f"sft-batches/{seed}")
+    out = []
+    for _ in range(epochs):
+        batches = []
+        for group in groups:
+            g = list(group)
+            rng.shuffle(g)
+            batches += [g[i:i + batch] for i in range(0, len(g), batch)]
+        rng.shuffle(batches)
+        out += [r for b in batches for r in b]
+    return out
+
+
 def build(arch: str, out: Path, quick: bool = False, random_init: bool = False,
-          seed: int = 0) -> dict:
+          seed: int = 0, repair: bool = False, max_steps: int | None = None) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
     llama = arch == "llama"
@@ -291,20 +449,37 @@ def build(arch: str, out: Path, quick: bool = False, random_init: bool = False,
         return {"vocab": len(fast)}
     size = 200 if quick else SFT["size"]
     rows = sft_rows(arch, size, seed)
-    fast = make_tokenizer(corpus_world(rows), llama, 1024 if llama else 1280, digits=True)
+    n_repair, extra = 0, []
+    if repair:  # the same rows plus the repair examples
+        extra = repair_rows(arch, size, seed)
+        n_repair = len(extra)
+    fast = make_tokenizer(corpus_world(rows + extra), llama, 1024 if llama else 1280,
+                          digits=True)
     config = make_config(fast, llama, warm=True)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     n_params = sum(p.numel() for p in model.parameters())
     t0 = time.time()
     work = out.with_name(out.name + ".work")
-    losses = finetune(model, fast, rows, work, SFT["epochs"][arch], SFT["learning_rate"], SFT["batch"],
-                      max_steps=8 if quick else -1, seed=seed)
+    epochs = REPAIR["epochs"][arch] if repair else SFT["epochs"][arch]
+    steps = max_steps if max_steps is not None else 8 if quick else -1
+    if repair:  # every epoch's batches in one pass, a batch of turn-1 rows or of repair rows
+        losses = finetune(model, fast, length_batches([rows, extra], SFT["batch"], epochs, seed),
+                          work, 1, SFT["learning_rate"], SFT["batch"], max_steps=steps, seed=seed,
+                          in_order=True)
+        rows = rows + extra
+    else:
+        losses = finetune(model, fast, rows, work, epochs, SFT["learning_rate"], SFT["batch"],
+                          max_steps=steps, seed=seed)
     info = {"arch": arch, "params": n_params, "vocab": len(fast),
             "tokenizer_sha256": hashlib.sha256(fast.backend_tokenizer.to_str().encode())
             .hexdigest(), "sft_rows": len(rows), "sft_steps": len(losses),
             "sft_seconds": round(time.time() - t0, 1),
             "losses": [round(x, 3) for x in losses[:8]], "final_loss": round(losses[-1], 4)}
+    if repair:
+        info["repair"] = {"rows": n_repair, "share": REPAIR["share"],
+                          "revision": REPAIR["revision"],
+                          "feedback_tests": list(REPAIR["feedback_tests"]), "epochs": epochs}
     if not quick:
         out.mkdir(parents=True, exist_ok=True)
         model.config.use_cache = True
@@ -330,6 +505,94 @@ def check(name: str, problems: int = 96, seed: int = 0) -> dict:
         return evaluate_model(model, tok, tasks, ex, k=4, temperature=1.0, seed=seed)
 
 
+def check_repair(name, problems: int = 96, seed: int = 0, k: int = 4) -> dict:
+    """Turn 1 and one repair turn on held-out problems at temperature 1 (seeded): ``k``
+    solutions per problem judged on the gold tests; each wrong one (or one with no program) is
+    shown :func:`coevo_code.repair.feedback_message` of its results on the problem's gold tests
+    (in a seeded order, run in the project's executor) in the conversation
+    :func:`coevo_code.repair.repair_messages` makes, and its revision is judged on the gold tests.
+    ``name``: a tiny model's name or a model directory. The figures are
+    :func:`coevo_code.repair.turn_metrics`' (``code_acc_turn1``, ``code_acc_turn2``,
+    ``repaired_share`` of the wrong first attempts, ...) plus ``unchanged_share``: of those, the
+    revisions that repeat the first program."""
+    import numpy as np
+
+    from coevo_code.evaluation.heldout import sample
+    from coevo_code.evaluation.repair import gold_verdict
+    from coevo_code.execution import Executor
+    from coevo_code.repair import FeedbackResult, feedback_message, repair_messages, turn_metrics
+    from coevo_code.roles import coder_messages, parse_program
+    from coevo_code.tasks.model import seeded_sample
+    from coevo_code.tasks.world import generate
+    model, tok = load_model(name)
+    tasks = seeded_sample(generate("heldout"), problems, seed)
+    firsts = sample(model, tok, [coder_messages(t) for t in tasks], k, 1.0, 64, seed)
+    order = random.Random(f"check-repair/{seed}")
+    correct = [np.full((len(a), 2), np.nan) for a in firsts]
+    todo, convs = [], []  # (problem, row), the turn-2 conversation
+    with Executor(slots=2) as ex:
+        progs = [[parse_program(a, t) for a in answers] for t, answers in zip(tasks, firsts)]
+        fb_tests = [order.sample(list(t.tests), len(t.tests)) for t in tasks]
+        jobs, where = [], []
+        for p, (t, ps) in enumerate(zip(tasks, progs)):
+            rows = [i for i, x in enumerate(ps) if x.ok]
+            if rows:
+                jobs.append(t.job([ps[i].code for i in rows], fb_tests[p], return_outputs=True,
+                                  id=f"{t.id}#turn1"))
+                where.append((p, rows))
+        results = dict(zip((p for p, _ in where), zip((r for _, r in where), ex.run(jobs))))
+        for p, (t, ps) in enumerate(zip(tasks, progs)):
+            rows, res = results.get(p, ([], None))
+            for i, x in enumerate(ps):
+                if not x.ok:
+                    correct[p][i, 0] = 0.0
+                    msg = feedback_message([], program_ok=False)
+                else:
+                    r = rows.index(i)
+                    correct[p][i, 0] = gold_verdict(res, r)
+                    if correct[p][i, 0] != 0.0:
+                        continue
+                    msg = feedback_message([FeedbackResult(tc, o, out) for tc, o, out in zip(
+                        fb_tests[p], res["outcomes"][r], res["outputs"][r])])
+                todo.append((p, i))
+                convs.append(repair_messages(coder_messages(t), firsts[p][i], msg))
+        revised = [out[0] for out in sample(model, tok, convs, 1, 1.0, 64, seed + 1)]
+        for m in correct:  # a right first attempt stays right
+            m[:, 1] = m[:, 0]
+        rprogs = [parse_program(text, tasks[p]) for (p, _), text in zip(todo, revised)]
+        jobs, where = [], []
+        for p in dict.fromkeys(p for p, _ in todo):
+            rows = [j for j, (q, _) in enumerate(todo) if q == p and rprogs[j].ok]
+            for j, (q, i) in enumerate(todo):
+                if q == p:
+                    correct[p][i, 1] = 0.0
+            if rows:
+                jobs.append(tasks[p].job([rprogs[j].code for j in rows],
+                                         id=f"{tasks[p].id}#turn2"))
+                where.append(rows)
+        for rows, res in zip(where, ex.run(jobs) if jobs else []):
+            for r, j in enumerate(rows):
+                p, i = todo[j]
+                correct[p][i, 1] = gold_verdict(res, r)
+    out = turn_metrics(correct)
+    same = sum(rprogs[j].ok and progs[p][i].ok and rprogs[j].code.strip() ==
+               progs[p][i].code.strip() for j, (p, i) in enumerate(todo))
+    out["unchanged_share"] = same / len(todo) if todo else None
+    out["problems"] = len(tasks)
+    return out
+
+
+def load_model(name):
+    """(model, tokenizer) of a tiny model's name or of a model directory, in float32."""
+    from coevo_code.generation.tiny import TINY_FAMILIES, TINY_NAMES, load_tiny
+    if name in TINY_NAMES or name in TINY_FAMILIES:
+        return load_tiny(name)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    return (AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32),
+            AutoTokenizer.from_pretrained(name))
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--arch", choices=("qwen2", "llama"), default="qwen2")
@@ -340,25 +603,38 @@ def main(argv=None) -> None:
                    help="with --quick: compare with (or, with --write, write) the stored one")
     p.add_argument("--write", action="store_true")
     p.add_argument("--check", action="store_true", help="score held-out problems afterwards")
+    p.add_argument("--repair", action="store_true",
+                   help="the repair warm start (tiny-repair): the corpus plus repair examples")
+    p.add_argument("--check-repair", action="store_true",
+                   help="score turn 1 and the repair of wrong first attempts on held-out "
+                        "problems (of the model --repair names; alone: of the shipped one)")
     args = p.parse_args(argv)
+    if args.repair and args.random:
+        p.error("--repair makes a warm-started model: not with --random")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     llama = args.arch == "llama"
-    name = ("tiny-llama" if llama else "tiny") + ("-random" if args.random else "")
+    name = ("tiny-llama" if llama else "tiny") + ("-random" if args.random else "") + (
+        "-repair" if args.repair else "")
     out = args.out or ASSETS / name
-    info = build(args.arch, out, quick=args.quick, random_init=args.random)
+    if args.check_repair and not args.repair:  # the shipped repair model, nothing built
+        print(json.dumps(check_repair(args.out or "tiny-repair")))
+        return
+    info = build(args.arch, out, quick=args.quick, random_init=args.random, repair=args.repair)
     print(json.dumps(info))
     if args.fingerprint:
         stored = json.loads(FINGERPRINT.read_text()) if FINGERPRINT.is_file() else {}
+        key = args.arch + ("-repair" if args.repair else "")  # never the other models' entry
         if args.write:
-            stored[args.arch] = {k: info[k] for k in ("params", "vocab", "tokenizer_sha256",
-                                                      "losses")}
+            stored[key] = {k: info[k] for k in ("params", "vocab", "tokenizer_sha256", "losses")}
             FINGERPRINT.write_text(json.dumps(stored, indent=1) + "\n")
         else:
-            print(json.dumps({"stored": stored.get(args.arch)}))
+            print(json.dumps({"stored": stored.get(key)}))
     if args.check and not args.quick and not args.random:
         print(json.dumps(check(name)))
+    if args.check_repair and not args.quick:
+        print(json.dumps(check_repair(args.out or name)))
 
 
 if __name__ == "__main__":

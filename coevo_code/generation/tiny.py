@@ -8,6 +8,9 @@ loaded as float32):
   (``coevo_code/assets/tiny/``);
 - ``tiny-llama``: Llama-style, its own tokenizer and Llama-3 chat template
   (``coevo_code/assets/tiny-llama/``): the second family of CPU pair and ring runs.
+- ``tiny-repair``: ``tiny``'s architecture and fine-tuning corpus plus repair examples (the
+  second turn of a repair episode: a wrong first answer, the judge's feedback, a revision), so
+  that it revises a failed solution now and then (``coevo_code/assets/tiny-repair/``).
 
 Random (config and tokenizer only; weights drawn at run time from the run's seed): ``tiny-random``
 and ``tiny-llama-random``, the smaller models of the plumbing tests.
@@ -22,7 +25,8 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TINY_DIR = ASSETS / "tiny"
 TINY_NAMES = (None, "", "tiny", "coevo-tiny")
 TINY_FAMILIES = {"tiny-llama": ASSETS / "tiny-llama", "tiny-random": ASSETS / "tiny-random",
-                 "tiny-llama-random": ASSETS / "tiny-llama-random"}
+                 "tiny-llama-random": ASSETS / "tiny-llama-random",
+                 "tiny-repair": ASSETS / "tiny-repair"}
 
 
 def is_tiny(name) -> bool:
