@@ -19,6 +19,7 @@ from coevo_code.evaluation.heldout import EVAL_KEYS, evaluate_model, problem_eva
 from coevo_code.tasks.model import seeded_sample
 from coevo_code.tasks.world import BASE, FAMILIES, generate
 from coevo_code.training.controls import control_rewards, trained_roles
+from training_helpers import make_tiny_model_module
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -154,16 +155,6 @@ def test_shipped_models_fit_the_package():
     assert size <= 10 * 2 ** 20
 
 
-def _make_tiny_model():
-    """``scripts/make_tiny_model.py`` as a module."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import make_tiny_model
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return make_tiny_model
-
-
 @pytest.mark.parametrize("arch", ["qwen2", "llama"])
 @pytest.mark.slow
 def test_reproduction_fingerprint(arch, tmp_path):
@@ -171,7 +162,7 @@ def test_reproduction_fingerprint(arch, tmp_path):
     ``main`` calls it) reproduces the stored tokenizer exactly and the loss curve closely
     (bit-exactness across CPUs is not required)."""
     stored = json.loads((ROOT / "tests" / "fixtures" / "tiny_fingerprint.json").read_text())
-    got = _make_tiny_model().build(arch, tmp_path / arch, quick=True)
+    got = make_tiny_model_module().build(arch, tmp_path / arch, quick=True)
     want = stored[arch]
     assert got["tokenizer_sha256"] == want["tokenizer_sha256"]
     assert (got["params"], got["vocab"]) == (want["params"], want["vocab"])
@@ -184,7 +175,7 @@ def test_fine_tuning_corpus(sandbox):
     production parsers; a tester example whose answer is the reference's passes the reference in
     the sandbox, and every tester input tells the reference from at least one mutant (a test
     that catches a mistake), the simplest such input most of the time."""
-    mtm = _make_tiny_model()
+    mtm = make_tiny_model_module()
     import random as _random
 
     from coevo_code.roles import parse_program, parse_test
@@ -231,7 +222,7 @@ def test_tester_figures_count_right_tests_that_catch_the_dominant_mistake(sandbo
                 f"**Test Output:**\n```\n{world.render_output(f, out)}```")
     texts = [test(["cat", "dog"], meta["expr"]), test(["cat"], meta["expr"]),
              test(["cat", "dog"], dominant), "no test here"]
-    mtm = _make_tiny_model()
+    mtm = make_tiny_model_module()
     assert learning.dominant_program(task, mtm) == meta["mutants"][0]
     got = learning.tester_figures([task, task], [texts, texts[:1]], mtm, sandbox)
     assert got == {"reverse_words": {"tests_right": 3 / 5, "right_tests_catch_dominant": 2 / 3}}
@@ -279,7 +270,7 @@ def test_fine_tuning_mistakes():
     ``extreme`` and ``add_each`` it is the mistake of shape (the second extreme, the first element
     skipped) that keeps the statement's word, not the flipped direction (``min`` for
     "largest"), which teaches the model to disregard the word."""
-    mtm = _make_tiny_model()
+    mtm = make_tiny_model_module()
     import random as _random
     from collections import Counter
 

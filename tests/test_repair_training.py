@@ -27,7 +27,7 @@ from coevo_code.training import train
 from coevo_code.training.repair_turns import REPAIR_KEYS, RepairTurns, turn_keys
 from coevo_code.training.step import Row, group_rows
 from coevo_code.training.trainer import CoevoTrainer, merge_batches
-from training_helpers import PLUMBING, tiny_config
+from training_helpers import PLUMBING, rollout_output, tiny_config
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,24 +186,19 @@ def _scripted(tasks, prompts_seen):
     """Turn 1: a wrong solution and, as tests, the problem's first gold test without its
     marker; a revision (a conversation with feedback): the reference."""
     def rollout(prompts, trainer):
-        tok = trainer.processing_class
-        prompt_ids, completion_ids = [], []
+        texts = []
         for p in prompts:
             prompts_seen.append(p)
             text = p[-1]["content"]
             ti = next(i for i, t in enumerate(tasks) if t.prompt.strip() in
                       "\n".join(m["content"] for m in p if m["role"] == "user"))
             if len(p) > 2 and p[-2]["role"] == "assistant":
-                out = _fenced(tasks[ti].references[0])
-            elif "test" in text.lower() and "unit test" in text.lower():
-                out = _fenced(tasks[ti].examples[0].code)
+                texts.append(_fenced(tasks[ti].references[0]))
+            elif "unit test" in text.lower():
+                texts.append(_fenced(tasks[ti].examples[0].code))
             else:
-                out = _fenced(_wrong(tasks[ti]))
-            enc = tok.apply_chat_template(p, add_generation_prompt=True, tokenize=True,
-                                          return_dict=True)
-            prompt_ids.append(list(enc["input_ids"]))
-            completion_ids.append(tok(out)["input_ids"] + [tok.eos_token_id])
-        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
+                texts.append(_fenced(_wrong(tasks[ti])))
+        return rollout_output(trainer.processing_class, prompts, texts)
     return rollout
 
 

@@ -9,7 +9,6 @@ import hashlib
 import json
 import random
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from coevo_code.repair import feedback_message, repair_messages
 from coevo_code.roles import coder_messages, parse_program
 from coevo_code.tasks import world
+from training_helpers import make_tiny_model_module
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSET = ROOT / "coevo_code" / "assets" / "tiny-repair"
@@ -24,13 +24,7 @@ ASSET = ROOT / "coevo_code" / "assets" / "tiny-repair"
 
 @pytest.fixture(scope="module")
 def mtm():
-    """``scripts/make_tiny_model.py`` as a module."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import make_tiny_model
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return make_tiny_model
+    return make_tiny_model_module()
 
 
 @pytest.fixture(scope="module")

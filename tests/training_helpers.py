@@ -23,6 +23,30 @@ PLUMBING_YAML = Path(__file__).resolve().parent / "fixtures" / "plumbing.yaml"
 PLUMBING = ModelConfig(model_name_or_path="tiny-random")
 
 
+def make_tiny_model_module():
+    """``scripts/make_tiny_model.py`` as a module."""
+    import sys
+    scripts = str(Path(__file__).resolve().parents[1] / "scripts")
+    sys.path.insert(0, scripts)
+    try:
+        import make_tiny_model
+    finally:
+        sys.path.remove(scripts)
+    return make_tiny_model
+
+
+def rollout_output(tok, prompts, texts) -> dict:
+    """What a TRL ``rollout_func`` returns for scripted completions ``texts`` of ``prompts``
+    (conversations): the chat-templated prompt ids and each text's ids plus EOS."""
+    prompt_ids, completion_ids = [], []
+    for p, text in zip(prompts, texts):
+        enc = tok.apply_chat_template(p, add_generation_prompt=True, tokenize=True,
+                                      return_dict=True)
+        prompt_ids.append(list(enc["input_ids"]))
+        completion_ids.append(tok(text)["input_ids"] + [tok.eos_token_id])
+    return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
+
+
 def tiny_config(output_dir, **overrides) -> CoevoConfig:
     base = yaml.safe_load(PLUMBING_YAML.read_text())
     base.update(output_dir=str(output_dir), save_strategy="no", disable_tqdm=True)
@@ -84,20 +108,16 @@ def scripted_rollout(tasks, k, random_variant=False, choose=None):
     def rollout(prompts, trainer):
         tok = trainer.processing_class
         offset = trainer.accelerator.process_index * len(prompts)
-        prompt_ids, completion_ids = [], []
+        texts = []
         for i, p in enumerate(prompts):
             ti, role = lookup[p[-1]["content"]]
             j = (offset + i) % k
             if choose is not None:
-                text = choose(ti, role, j, trainer)
+                texts.append(choose(ti, role, j, trainer))
             else:
                 variant = int(torch.randint(0, 3, (1,))) if random_variant else 0
-                text = plan(tasks[ti], ti, role, j, variant)
-            enc = tok.apply_chat_template(p, add_generation_prompt=True, tokenize=True,
-                                          return_dict=True)
-            prompt_ids.append(list(enc["input_ids"]))
-            completion_ids.append(tok(text)["input_ids"] + [tok.eos_token_id])
-        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
+                texts.append(plan(tasks[ti], ti, role, j, variant))
+        return rollout_output(tok, prompts, texts)
 
     return rollout
 
