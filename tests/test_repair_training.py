@@ -319,3 +319,18 @@ def test_repair_config_errors_name_the_flag(tmp_path, overrides, message):
         tiny_config(tmp_path, **overrides)
 
 
+
+
+def test_world_examples_reach_the_loaders(tmp_path):
+    """``tasks_examples`` / ``eval_tasks_examples``: the world's public examples for training
+    with ``repair_feedback: public`` (hidden from the prompts with ``p_give_example: 0``)."""
+    from coevo_code.training.run import _load, _selection
+    cfg = tiny_config(tmp_path, tasks="world", tasks_split="train", tasks_examples=2,
+                      eval_tasks="world", eval_tasks_split="heldout", eval_tasks_examples=3)
+    train_sel, eval_sel = _selection(cfg, "tasks"), _selection(cfg, "eval_tasks")
+    assert train_sel["examples"] == 2 and eval_sel["examples"] == 3
+    tasks = _load("world", None, "heldout", 4, 0, "eval_tasks", **eval_sel)
+    assert all(len(t.examples) == 3 and len(t.tests) == 5 for t in tasks)
+    plain = _load("world", None, "heldout", 4, 0, "eval_tasks",
+                  **_selection(tiny_config(tmp_path, tasks="world"), "eval_tasks"))
+    assert all(not t.examples and len(t.tests) == 8 for t in plain)

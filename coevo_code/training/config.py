@@ -155,6 +155,8 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
                                              "date kept (YYYY-MM-DD, included)")
     tasks_platform: str | None = _lock(None, "livecodebench training problems: leetcode, atcoder "
                                              "and/or codeforces (comma-separated)")
+    tasks_examples: int | None = _lock(None, "world training problems: this many gold tests of "
+                                             "each become its public examples (the rest judge)")
     tasks_strict: bool = _lock(False, "a row of tasks or eval_tasks the loader cannot use ends "
                                       "the start with its one-line error (default: skipped and "
                                       "counted in the load report)")
@@ -171,6 +173,8 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
                                                   "contest date kept (YYYY-MM-DD, included)")
     eval_tasks_platform: str | None = _lock(None, "livecodebench evaluation problems: platforms "
                                                   "(as tasks_platform)")
+    eval_tasks_examples: int | None = _lock(None, "world evaluation problems: public examples "
+                                                  "(as tasks_examples)")
     # rewards
     # (label_source, max_gold_tests, code_all_passed, post_stage, length_shaping, min_len,
     # max_len, label_threshold, label_judge, bon_n, bon_m: RewardOptions')

@@ -87,10 +87,10 @@ def _load(name, path, split, limit, seed, what, need_gold: bool = True,
 
 
 def _selection(config: CoevoConfig, prefix: str) -> dict:
-    """The benchmark selection fields of one data set (``tasks_release`` ... ``tasks_platform``)
-    as loader options."""
+    """The benchmark selection fields of one data set (``tasks_release`` ... ``tasks_platform``,
+    ``tasks_examples``) as loader options."""
     return {**{k: getattr(config, f"{prefix}_{k}", None)
-               for k in ("release", "start_date", "end_date", "platform")},
+               for k in ("release", "start_date", "end_date", "platform", "examples")},
             "strict": config.tasks_strict}
 
 
