@@ -82,7 +82,7 @@ def problem_eval(task: Task, full: np.ndarray, n_gold: int, k: int, test_ok: Seq
     gold = full[:, :n_gold]
     correct = correct_from_gold(gold) if n_gold else np.zeros(full.shape[0], dtype=bool)
     lost_gold = lost[:, :n_gold]
-    undecided = lost_gold.any(axis=1) & ~(~gold & ~lost_gold).any(axis=1)
+    undecided = np.isnan(first_verdicts(gold, lost_gold))
     test_lost = lost[:k, n_gold:].any(axis=0)
     greedy = bool(correct[k]) if full.shape[0] > k and not undecided[k] else None
     accurate = share = None

@@ -29,7 +29,8 @@ import numpy as np
 from ..repair import (FIELD_CHARS, MAX_FAILING, FeedbackResult, feedback_message,
                       repair_messages, revision_parents, credit_for_repairs, turn_credit)
 from ..roles import CODE, TEST, parse_program, parse_test
-from ..sandbox.protocol import HARNESS, OK
+from ..evaluation.repair import gold_verdict
+from ..sandbox.protocol import OK
 from ..tasks.model import Task
 
 REPAIR_FEEDBACK = ("self", "public")
@@ -216,14 +217,11 @@ class RepairTurns:
                 where.append(ok)
         for ok, res in zip(where, self._run(executor, jobs)):
             for r, n in enumerate(ok):
-                outcomes = (res or {}).get("outcomes")
-                if outcomes is None:
-                    continue  # a refused job: no signal
-                row = outcomes[r]
-                if any(o in HARNESS for o in row) and all(o == OK or o in HARNESS for o in row):
-                    continue  # undecided
-                passed = np.array([o == OK for o in row])
-                n.correct = float(passed.all())
+                correct = gold_verdict(res, r)  # NaN: refused, or undecided (a lost cell)
+                if np.isnan(correct):
+                    continue
+                passed = np.array([o == OK for o in res["outcomes"][r]])
+                n.correct = correct
                 n.reward = float(passed.all()) if self.all_passed else float(passed.mean())
 
     def _credit(self, rewards, groups, nodes, fb_tests, order, opened) -> tuple[list, dict]:
