@@ -194,12 +194,27 @@ def turn_metrics(correct: Sequence[np.ndarray]) -> dict:
 CREDITS = ("turn", "final", "improvement")
 
 
-def revision_parents(open_rows: Sequence[int], k: int) -> list[int]:
-    """Which row of the previous turn each of a problem's ``k`` rows of the next turn revises:
-    the rows still open (they failed their feedback tests), taken in turn and cycled, so every
-    turn's group holds ``k`` revisions of the same problem (TRL's groups of ``k`` rows) and an
-    open row is revised ``k // len(open_rows)`` or one more times. No open row: no group."""
-    return [int(open_rows[j % len(open_rows)]) for j in range(k)] if len(open_rows) else []
+REVISION_GROUPS = ("problem", "solution")
+
+
+def revision_parents(open_rows: Sequence[int], k: int, group: str = "problem",
+                     pick: int = 0) -> list[int]:
+    """Which row of the previous turn each of a problem's ``k`` rows of the next turn revises,
+    from the rows still open (they failed their feedback tests). No open row: no group.
+
+    - ``problem``: the open rows taken in turn and cycled, so every open row is revised
+      ``k // len(open_rows)`` or one more times and the group holds ``k`` revisions of the same
+      problem and turn;
+    - ``solution``: ``k`` revisions of one open row, ``open_rows[pick % len(open_rows)]``: the
+      group shares one conversation, as GRPO's group shares one prompt (Shao et al. 2024,
+      eq. 3), so its advantages compare answers to the same feedback only."""
+    if group not in REVISION_GROUPS:
+        raise ValueError(f"repair_groups {group!r}: choose from {', '.join(REVISION_GROUPS)}")
+    if not len(open_rows):
+        return []
+    if group == "solution":
+        return [int(open_rows[pick % len(open_rows)])] * k
+    return [int(open_rows[j % len(open_rows)]) for j in range(k)]
 
 
 def _num(x) -> float:

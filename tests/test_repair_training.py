@@ -42,6 +42,14 @@ def test_revision_parents_cycle_the_open_rows():
     assert revision_parents([], 4) == []
 
 
+def test_revision_parents_by_solution_revise_one_open_row_k_times():
+    assert revision_parents([1, 3], 4, "solution", pick=0) == [1, 1, 1, 1]
+    assert revision_parents([1, 3], 4, "solution", pick=3) == [3, 3, 3, 3]
+    assert revision_parents([], 4, "solution", pick=1) == []
+    with pytest.raises(ValueError, match="repair_groups 'row'"):
+        revision_parents([1], 2, "row")
+
+
 def test_turn_credit_rules():
     # turn 1: four rows; rows 1 and 3 were revised, twice each (turn 2), and row 0 of turn 2
     # once more (turn 3)
@@ -146,6 +154,37 @@ def test_credit_for_repairs_on_a_scripted_batch(credit):
         assert rewards[:2] == [0.0, 1.0] and later.rewards == [0.0, 1.0]
     else:
         assert rewards[:2] == first[:2] and later.rewards == [-1.0, 0.75]
+
+
+def test_groups_by_solution_share_one_conversation():
+    """``groups="solution"``: the problem's k rows of turn 2 are k revisions of one open row (the
+    seeded generator's pick), so the group's prompts are one conversation; the repair figures
+    count that row's revisions as one revised row (their mean)."""
+    task = load_tasks("world", split="train")[0]
+    right = _fenced(task.references[0])
+    wrong = _fenced(task.references[0].replace("'-'", "'+'"))
+    bad = _stdio_test("a b c", "nope")
+    items = [Row(0, "code", right, 9), Row(0, "code", wrong, 9), Row(0, "code", wrong, 9),
+             Row(0, "test", bad, 9), Row(0, "test", bad, 9), Row(0, "test", bad, 9)]
+    prompts = [[{"role": "user", "content": f"prompt {i}"}] for i in range(6)]
+    picked = set()
+    for seed in range(6):
+        revs = iter([right, "```python\nprint('zzz')\n```", right])
+        rt = RepairTurns(2, "self", "turn", groups="solution", seed=seed)
+        rt.reviser = lambda convs: [next(revs) for _ in convs]
+        with Executor(slots=1) as ex:
+            _, figs = rt.run(items, prompts, [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                             group_rows(items, [task], "train"), [task], ex)
+        later = rt.later[0]
+        assert len(later.prompts) == 3 and later.task_index == [0, 0, 0]
+        assert all(p == later.prompts[0] for p in later.prompts)
+        picked.add(later.prompts[0][0]["content"])
+        assert later.rewards == [1.0, 0.0, 1.0] and figs["repair_rows"] == 3
+        if later.prompts[0][0]["content"] == "prompt 0":  # a right row: 1 of 3 revisions broke
+            assert figs["repair_broken"] == pytest.approx(1 / 3) and figs["repair_fixed"] is None
+        else:
+            assert figs["repair_fixed"] == pytest.approx(2 / 3) and figs["repair_broken"] is None
+    assert len(picked) > 1  # the pick follows the seed
 
 
 def test_public_feedback_gives_the_tester_no_credit():
@@ -313,6 +352,7 @@ def test_one_turn_writes_the_single_turn_metrics(tmp_path):
     ({"repair_turns": 2, "label_source": "self_majority"}, "--repair_turns > 1 needs gold tests"),
     ({"repair_turns": 2, "length_shaping": True}, "--length_shaping"),
     ({"repair_turns": 2, "repair_max_failing": 0}, "--repair_max_failing"),
+    ({"repair_turns": 2, "repair_groups": "row"}, "--repair_groups must be one of"),
 ])
 def test_repair_config_errors_name_the_flag(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):

@@ -221,6 +221,11 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
                                         "tests shown to a wrong solution whose revision passed "
                                         "the gold tests")
     repair_max_failing: int = _lock(2, "failing feedback tests shown per turn")
+    repair_groups: str = _lock("problem", "a later turn's group of k revisions: problem (the "
+                                          "problem's open solutions, cycled) or solution (k "
+                                          "revisions of one open solution, drawn at random: "
+                                          "one conversation per group)",
+                               choices=["problem", "solution"])
     eval_repair_turns: int | None = _f(None, "the held-out evaluation in this many turns "
                                              "(default: repair_turns; 2 with repair_turns 1: a "
                                              "single-turn run measured in two)")
@@ -291,7 +296,9 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
         if self.repair_turns > 1 or (self.eval_repair_turns or 1) > 1:
             for flag, val, ok in (("repair_feedback", self.repair_feedback, ("self", "public")),
                                   ("repair_credit", self.repair_credit,
-                                   ("turn", "final", "improvement"))):
+                                   ("turn", "final", "improvement")),
+                                  ("repair_groups", self.repair_groups,
+                                   ("problem", "solution"))):
                 if val not in ok:
                     errors.append(f"--{flag} must be one of {', '.join(ok)}, got {val!r}")
             if self.repair_max_failing < 1:

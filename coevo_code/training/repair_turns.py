@@ -7,7 +7,8 @@ tester earns :func:`coevo_code.repair.credit_for_repairs` for the tests that led
 
 The rows of turn t (t >= 2) form, per problem with an open row, one group of ``k`` revisions
 (:func:`coevo_code.repair.revision_parents`): the same problem and the same turn, so their
-advantages compare like with like. Each revision row's prompt is the whole conversation so far
+advantages compare like with like; with ``groups="solution"`` the ``k`` revisions of one open row
+(drawn with the seeded generator), so they share one conversation. Each revision row's prompt is the whole conversation so far
 (the coder's prompt, the earlier answers, the feedback): the trainer trains on the revision's
 own tokens only, and feedback, being prompt, is never in the loss.
 
@@ -79,7 +80,8 @@ class RepairTurns:
     def __init__(self, turns: int, feedback: str = "self", credit: str = "turn",
                  test_credit: float = 1.0, max_failing: int = MAX_FAILING,
                  field_chars: int = FIELD_CHARS, max_gold_tests: int | None = None,
-                 all_passed: bool = False, time_limit_s: float | None = None):
+                 all_passed: bool = False, time_limit_s: float | None = None,
+                 groups: str = "problem", seed: int = 0):
         if feedback not in REPAIR_FEEDBACK:
             raise ValueError(f"repair_feedback {feedback!r}: choose from "
                              f"{', '.join(REPAIR_FEEDBACK)}")
@@ -87,6 +89,8 @@ class RepairTurns:
         self.test_credit, self.max_failing, self.field_chars = test_credit, max_failing, field_chars
         self.max_gold_tests, self.all_passed = max_gold_tests, all_passed
         self.time_limit_s = time_limit_s
+        revision_parents([], 0, groups)  # a clear error for an unknown mode, before any batch
+        self.groups, self.rng = groups, np.random.default_rng(seed)
         self.reviser: Callable[[list], list] | None = None
         self.later: list[TurnRows] = []
         self.exec_seconds = 0.0  # the last batch's time in the executor (feedback and gold jobs)
@@ -147,7 +151,9 @@ class RepairTurns:
             new: list[Node] = []
             for ti in live:
                 prev = nodes[ti][-1]
-                for p in revision_parents(open_rows[ti], k[ti]):
+                pick = (int(self.rng.integers(len(open_rows[ti])))
+                        if self.groups == "solution" else 0)
+                for p in revision_parents(open_rows[ti], k[ti], self.groups, pick):
                     conv = repair_messages(prev[p].prompt, prev[p].text, prev[p].message)
                     new.append(Node(ti, conv, "", None, None, float("nan"), parent=p))
             texts = self.reviser([n.prompt for n in new])
