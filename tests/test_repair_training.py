@@ -171,7 +171,7 @@ def test_groups_by_solution_share_one_conversation():
     for seed in range(6):
         revs = iter([right, "```python\nprint('zzz')\n```", right])
         rt = RepairTurns(2, "self", "turn", groups="solution", seed=seed)
-        rt.reviser = lambda convs: [next(revs) for _ in convs]
+        rt.reviser = lambda convs, revs=revs: [next(revs) for _ in convs]
         with Executor(slots=1) as ex:
             _, figs = rt.run(items, prompts, [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
                              group_rows(items, [task], "train"), [task], ex)
