@@ -204,12 +204,16 @@ def sft_rows(arch: str, size: int, seed: int = 0) -> list[dict]:
 
 
 # ---- the repair turns (tiny-repair) -------------------------------------------------------------
-# A share of the sft problems gets one more example: the second turn of a repair episode. The
-# first answer computes one of the problem's mutants (drawn as the arch's profile draws its
-# mistakes), the feedback is what the judge reports for that program on FEEDBACK of the problem's
-# own gold tests, and the revision is the right program, the same mistake again, or another one.
-REPAIR = {"share": 0.5, "revision": {"right": 0.4, "same": 0.4, "other": 0.2},
-          "feedback_tests": (4, 8), "epochs": {"qwen2": 4, "llama": 3}}
+# A share of the sft problems gets one more example: the second turn of a repair episode. Most
+# are a fix: the first answer computes one of the problem's mutants (drawn as the arch's profile
+# draws its mistakes), the feedback is what the judge reports for that program on FEEDBACK of the
+# problem's own gold tests, and the revision is the right program, the same mistake again, or
+# another one. The rest ("keep") are a right first answer shown tests a tester got wrong (the
+# expected output of a mutant, as the corpus's wrong tests are written) among right ones: the
+# revision keeps the program, as a coder should when its own tests are the feedback.
+REPAIR = {"share": 0.5, "keep": 0.3, "revision": {"right": 0.4, "same": 0.4, "other": 0.2},
+          "feedback_tests": (4, 8), "keep_tests": 4, "keep_wrong": (1, 2, 3),
+          "epochs": {"qwen2": 4, "llama": 3}}
 
 
 def test_value(task, test):
@@ -276,15 +280,60 @@ def first_mistake(rng: random.Random, arch: str, task) -> str | None:
     return None
 
 
+def wrong_tests(rng: random.Random, task, n: int) -> list:
+    """Up to ``n`` tests a tester got wrong: an input :func:`test_input` picks and the output of
+    one of the problem's mutants where it differs from the right one (the corpus's wrong tests,
+    :func:`test_completion`, are written so)."""
+    from coevo_code.tasks import world
+    meta = task.metadata
+    f, mutants, out = world.FAMILIES[meta["family"]], world.mutant_exprs(task), []
+    for _ in range(20 * n):
+        if len(out) == n or not mutants:
+            break
+        value = test_input(task, rng)
+        try:
+            got = world.evaluate(rng.choice(mutants), meta["var"], value)
+        except (IndexError, ValueError):
+            continue
+        if got != world.evaluate(meta["expr"], meta["var"], value):
+            out.append(world.test_case(f, task.entry_point or "", value, got))
+    return out
+
+
+def keep_example(rng: random.Random, arch: str, task) -> dict | None:
+    """A repair example whose first answer is right: the feedback is its results on
+    ``REPAIR["keep_tests"]`` tests, ``REPAIR["keep_wrong"]`` of them wrong (:func:`wrong_tests`,
+    which it fails) and the rest the problem's own; the revision is the same program. None when
+    no wrong test can be drawn."""
+    from coevo_code import roles
+    from coevo_code.repair import feedback_message, repair_messages
+    expr = task.metadata["expr"]
+    wrong = wrong_tests(rng, task, rng.choice(REPAIR["keep_wrong"]))
+    if not wrong:
+        return None
+    tests = wrong + rng.sample(list(task.tests), REPAIR["keep_tests"] - len(wrong))
+    rng.shuffle(tests)
+    msg = feedback_message(feedback_results(task, expr, tests))
+    prompt = repair_messages(roles.coder_messages(task), code_completion(task, expr), msg)
+    return {"prompt": prompt, "completion": [
+        {"role": "assistant", "content": code_completion(task, expr)}],
+        "first": expr, "revision": expr}
+
+
 def repair_example(rng: random.Random, arch: str, task) -> dict | None:
-    """One repair example of ``task``: the turn-2 prompt (:func:`coevo_code.repair.repair_messages`
-    of the coder prompt, a wrong first answer and :func:`coevo_code.repair.feedback_message` of
-    its results on ``REPAIR["feedback_tests"]`` of the problem's gold tests, a random choice of
-    them), the revision, and the expressions of both answers (``first``, ``revision``). None when
-    the problem has no mutant."""
+    """One repair example of ``task``: with probability ``REPAIR["keep"]`` a right answer kept
+    against wrong tests (:func:`keep_example`); otherwise the turn-2 prompt
+    (:func:`coevo_code.repair.repair_messages` of the coder prompt, a wrong first answer and
+    :func:`coevo_code.repair.feedback_message` of its results on ``REPAIR["feedback_tests"]`` of
+    the problem's gold tests, a random choice of them), the revision, and the expressions of
+    both answers (``first``, ``revision``). None when the problem has no mutant."""
     from coevo_code import roles
     from coevo_code.repair import feedback_message, repair_messages
     from coevo_code.tasks import world
+    if rng.random() < REPAIR["keep"]:
+        ex = keep_example(rng, arch, task)
+        if ex is not None:
+            return ex
     first = first_mistake(rng, arch, task)
     if first is None:
         return None
@@ -477,7 +526,7 @@ def build(arch: str, out: Path, quick: bool = False, random_init: bool = False,
             "sft_seconds": round(time.time() - t0, 1),
             "losses": [round(x, 3) for x in losses[:8]], "final_loss": round(losses[-1], 4)}
     if repair:
-        info["repair"] = {"rows": n_repair, "share": REPAIR["share"],
+        info["repair"] = {"rows": n_repair, "share": REPAIR["share"], "keep": REPAIR["keep"],
                           "revision": REPAIR["revision"],
                           "feedback_tests": list(REPAIR["feedback_tests"]), "epochs": epochs}
     if not quick:
@@ -514,7 +563,7 @@ def check_repair(name, problems: int = 96, seed: int = 0, k: int = 4) -> dict:
     ``name``: a tiny model's name or a model directory. The figures are
     :func:`coevo_code.repair.turn_metrics`' (``code_acc_turn1``, ``code_acc_turn2``,
     ``repaired_share`` of the wrong first attempts, ...) plus ``unchanged_share``: of those, the
-    revisions that repeat the first program."""
+    revisions that repeat the first program; and :func:`kept_right`'s ``kept_right_share``."""
     import numpy as np
 
     from coevo_code.evaluation.heldout import sample
@@ -574,12 +623,56 @@ def check_repair(name, problems: int = 96, seed: int = 0, k: int = 4) -> dict:
             for r, j in enumerate(rows):
                 p, i = todo[j]
                 correct[p][i, 1] = gold_verdict(res, r)
+        kept = kept_right(model, tok, tasks, firsts, progs, correct, ex, order, seed)
     out = turn_metrics(correct)
     same = sum(rprogs[j].ok and progs[p][i].ok and rprogs[j].code.strip() ==
                progs[p][i].code.strip() for j, (p, i) in enumerate(todo))
     out["unchanged_share"] = same / len(todo) if todo else None
+    out.update(kept)
     out["problems"] = len(tasks)
     return out
+
+
+def kept_right(model, tok, tasks, firsts, progs, correct, ex, order, seed) -> dict:
+    """Right first attempts shown tests a tester got wrong (:func:`keep_example`'s feedback:
+    ``REPAIR["keep_tests"]`` tests, one or more of them wrong, run in the executor): the share
+    whose revision is still right (``kept_right_share``, judged on the gold tests) of
+    ``kept_right_of`` such attempts."""
+    from coevo_code.evaluation.heldout import sample
+    from coevo_code.evaluation.repair import gold_verdict
+    from coevo_code.repair import FeedbackResult, feedback_message, repair_messages
+    from coevo_code.roles import coder_messages, parse_program
+    rows, jobs, shown = [], [], []
+    for p, t in enumerate(tasks):
+        for i, x in enumerate(progs[p]):
+            if correct[p][i, 0] != 1.0:
+                continue
+            wrong = wrong_tests(order, t, order.choice(REPAIR["keep_wrong"]))
+            if not wrong:
+                continue
+            tests = wrong + order.sample(list(t.tests), REPAIR["keep_tests"] - len(wrong))
+            order.shuffle(tests)
+            rows.append((p, i))
+            shown.append(tests)
+            jobs.append(t.job([x.code], tests, return_outputs=True, id=f"{t.id}#keep"))
+    convs, where = [], []
+    for (p, i), tests, res in zip(rows, shown, ex.run(jobs) if jobs else []):
+        msg = feedback_message([FeedbackResult(tc, o, out) for tc, o, out in zip(
+            tests, res["outcomes"][0], res["outputs"][0])])
+        if msg is not None:
+            convs.append(repair_messages(coder_messages(tasks[p]), firsts[p][i], msg))
+            where.append(p)
+    revised = [o[0] for o in sample(model, tok, convs, 1, 1.0, 64, seed + 2)] if convs else []
+    jobs, verdicts = [], []
+    for p, text in zip(where, revised):
+        prog = parse_program(text, tasks[p])
+        if prog.ok:
+            jobs.append(tasks[p].job([prog.code], id=f"{tasks[p].id}#kept"))
+        verdicts.append(prog.ok)
+    results = iter(ex.run(jobs) if jobs else [])
+    right = [gold_verdict(next(results), 0) == 1.0 if ok else False for ok in verdicts]
+    return {"kept_right_share": sum(right) / len(right) if right else None,
+            "kept_right_of": len(right)}
 
 
 def load_model(name):

@@ -5,6 +5,7 @@ them), and the other models' corpus left as it was."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import random
@@ -94,6 +95,10 @@ def test_repair_examples_are_the_production_turn_two_from_the_problems_own_tests
         meta = task.metadata
         ex = mtm.repair_example(rng, "qwen2", task)
         mutants = world.mutant_exprs(task)
+        if ex["first"] == meta["expr"]:
+            _check_keep(task, ex, mtm)
+            seen.add("keep")
+            continue
         assert ex["first"] in mutants
         assert ex["revision"] in mutants + [meta["expr"]]
         seen.add("right" if ex["revision"] == meta["expr"] else
@@ -122,7 +127,44 @@ def test_repair_examples_are_the_production_turn_two_from_the_problems_own_tests
         code = ex["completion"][0]["content"]
         assert parse_program(code, task).ok
         assert code == mtm.code_completion(task, ex["revision"])
-    assert seen == {"right", "same", "other"}
+    assert seen == {"right", "same", "other", "keep"}
+
+
+def _check_keep(task, ex, mtm):
+    """A keep example: the right program, shown tests it fails because their expected output is
+    a mutant's (never the right one), and revised into itself."""
+    meta = task.metadata
+    f = world.FAMILIES[meta["family"]]
+    feedback = ex["prompt"][3]["content"]
+    right = mtm.code_completion(task, meta["expr"])
+    assert ex["prompt"] == repair_messages(coder_messages(task), right, feedback)
+    assert ex["completion"][0]["content"] == right
+    n, total = map(int, re.search(r"failed (\d+) of (\d+) test", feedback).groups())
+    assert total == mtm.REPAIR["keep_tests"] and n in mtm.REPAIR["keep_wrong"]
+    shown = _shown(task, feedback)
+    assert 1 <= len(shown) <= 2
+    for inp, expected, got in shown:
+        if task.kind == "stdio":
+            value = mtm.test_value(task, world.TestCase(input=inp + "\n", output=""))
+            want = world.render_output(f, world.evaluate(meta["expr"], meta["var"], value))
+            assert expected + "\n" != want and got + "\n" == want
+            assert expected + "\n" in _mutant_outputs(task, value)
+        else:
+            assert f"assert {inp} == {expected}" not in [t.code for t in task.tests]
+            value = ast.literal_eval(ast.parse(inp, mode="eval").body.args[0])
+            assert expected != world.render_output(
+                f, world.evaluate(meta["expr"], meta["var"], value))
+            assert expected in _mutant_outputs(task, value)
+
+
+def _mutant_outputs(task, value) -> set:
+    f, out = world.FAMILIES[task.metadata["family"]], set()
+    for m in world.mutant_exprs(task):
+        try:
+            out.add(world.render_output(f, world.evaluate(m, task.metadata["var"], value)))
+        except (IndexError, ValueError):
+            pass
+    return out
 
 
 def test_feedback_results_match_the_sandbox(tasks, mtm, executor):
