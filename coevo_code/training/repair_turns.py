@@ -7,10 +7,11 @@ tester earns :func:`coevo_code.repair.credit_for_repairs` for the tests that led
 
 The rows of turn t (t >= 2) form, per problem with an open row, one group of ``k`` revisions
 (:func:`coevo_code.repair.revision_parents`): the same problem and the same turn, so their
-advantages compare like with like; with ``groups="solution"`` the ``k`` revisions of one open row
-(drawn with the seeded generator), so they share one conversation. Each revision row's prompt is the whole conversation so far
-(the coder's prompt, the earlier answers, the feedback): the trainer trains on the revision's
-own tokens only, and feedback, being prompt, is never in the loss.
+advantages compare like with like; with ``groups="solution"`` the ``k`` revisions of one open
+row (drawn with the seeded generator), so they share one conversation. Each revision row's
+prompt is the whole conversation so far (the coder's prompt, the earlier answers, the
+feedback): the trainer trains on the revision's own tokens only, and feedback, being prompt, is
+never in the loss.
 
 Feedback tests: ``self``, the tests the policy wrote for the problem in this step (the tester's
 tests, which then earn the repair credit), or ``public``, the problem's examples. Never the gold
