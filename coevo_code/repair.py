@@ -157,6 +157,34 @@ def feedback_tests(task: Task, mode: str, generated: Sequence = ()) -> list[Test
                      f"{', '.join(FEEDBACK_MODES)})")
 
 
+def agreed_tests(passed, at_least: int) -> list[int]:
+    """The feedback tests that at least ``at_least`` of the problem's first-turn solutions pass:
+    the columns of ``passed`` (solutions x feedback tests, bool; one row per solution that ran).
+    A generated test no solution agrees with is more often a wrong test than a found bug (CodeT's
+    dual agreement, Chen et al. 2023, Sec. 2), and shown to a right solution it sends it into a
+    revision that can only break it; the filter keeps label-free feedback label-free (the pass
+    matrix is the policy's own). ``at_least`` 0: every test; no row and ``at_least`` >= 1:
+    none."""
+    if at_least < 0:
+        raise ValueError(f"feedback agreement {at_least}: at least 0 solutions")
+    passed = np.asarray(passed, dtype=bool)
+    if not at_least:
+        return list(range(passed.shape[1])) if passed.ndim == 2 else []
+    if passed.ndim != 2 or not passed.shape[0]:
+        return []
+    return [int(j) for j in np.flatnonzero(passed.sum(axis=0) >= at_least)]
+
+
+def take_tests(result: dict, columns: Sequence[int]) -> dict:
+    """A solutions x tests job's ``result`` (``outcomes``, ``passed``, ``outputs`` where present)
+    on the tests ``columns`` only, in that order; ``result`` is not changed."""
+    out = dict(result)
+    for key in ("outcomes", "passed", "outputs"):
+        if out.get(key) is not None:
+            out[key] = [[row[j] for j in columns] for row in out[key]]
+    return out
+
+
 def turn_metrics(correct: Sequence[np.ndarray]) -> dict:
     """Per-turn figures from each problem's ``n x T`` verdicts (1.0 correct on the gold tests
     after that turn, 0.0 wrong, NaN undecided: a lost cell). A solution whose episode ended

@@ -13,8 +13,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from coevo_code.repair import (FIELD_CHARS, NO_PROGRAM, FeedbackResult, feedback_message,
-                               feedback_tests, repair_messages, truncate, turn_metrics)
+from coevo_code.repair import (FIELD_CHARS, NO_PROGRAM, FeedbackResult, agreed_tests,
+                               feedback_message, feedback_tests, repair_messages, take_tests,
+                               truncate, turn_metrics)
 from coevo_code.roles import CODE, TEST, coder_messages
 from coevo_code.tasks.model import Task, TestCase
 
@@ -88,6 +89,23 @@ def test_feedback_tests_never_the_gold_ones():
     assert feedback_tests(task, "self", [good, bad]) == [good.test]
     with pytest.raises(ValueError, match="not built"):
         feedback_tests(task, "tester:m")
+
+
+def test_agreed_tests_and_their_columns():
+    passed = np.array([[1, 0, 1, 0], [1, 0, 0, 0], [1, 1, 0, 0]], dtype=bool)
+    assert agreed_tests(passed, 0) == [0, 1, 2, 3]
+    assert agreed_tests(passed, 1) == [0, 1, 2]
+    assert agreed_tests(passed, 2) == [0]
+    assert agreed_tests(passed, 4) == []
+    assert agreed_tests(np.zeros((0, 3), dtype=bool), 1) == []  # no solution ran: none agrees
+    assert agreed_tests(np.zeros((0, 3), dtype=bool), 0) == [0, 1, 2]
+    with pytest.raises(ValueError, match="agreement -1"):
+        agreed_tests(passed, -1)
+    res = {"outcomes": [["ok", "wrong", "ok"]], "passed": [[True, False, True]],
+           "outputs": [["a", "b", "c"]], "time_s": 1.0}
+    assert take_tests(res, [2, 0]) == {"outcomes": [["ok", "ok"]], "passed": [[True, True]],
+                                        "outputs": [["c", "a"]], "time_s": 1.0}
+    assert res["outputs"] == [["a", "b", "c"]]
 
 
 def test_turn_metrics_exact_and_edge_cases():
@@ -216,6 +234,27 @@ def test_no_gold_test_reaches_any_prompt(ex, mode):
     assert MARKER not in text
     assert ("2 2" in text) == (mode == "self")
     assert eps[task.id].correct.tolist() == [[0, 0, 0], [0, 0, 0]]
+
+
+def test_agreement_drops_the_tests_no_first_solution_passes(ex):
+    """Self feedback with ``agreement=1``: of a right test (1 2 -> 3) and a wrong one
+    (5 7 -> 13), only the right one is passed by a first-turn solution (FIXED), so FIXED is not
+    revised and WRONG is shown the right test alone; with 0 both are revised."""
+    from coevo_code.evaluation.repair import run_repair
+    task = replace(_sum_task(), tests=[stdio("1 2\n", "3\n"), stdio("5 7\n", "12\n")])
+    tests = ["**Test Input:**\n```\n1 2\n```\n**Test Output:**\n```\n3\n```",
+             "**Test Input:**\n```\n5 7\n```\n**Test Output:**\n```\n13\n```"]
+    gens = {(task.id, CODE): [WRONG, FIXED], (task.id, TEST): tests}
+    for agreement, revised in ((1, 1), (0, 2), (2, 0)):
+        engine = Scripted()
+        eps = run_repair([task], gens, {task.id: [0.0, 1.0]}, 2, 2, engine, ex, 2, "self",
+                         agreement=agreement)
+        assert len(engine.prompts) == revised, agreement
+        assert eps[task.id].correct.tolist() == [[0, float(revised > 0)], [1, 1]]
+        if agreement == 1:
+            shown = engine.prompts[0][-1]["content"]
+            assert "1 2" in shown and "13" not in shown
+            assert [t.input for t in eps[task.id].feedback] == ["1 2\n"]
 
 
 # ---- coevo eval end to end ---------------------------------------------------------------------

@@ -187,6 +187,37 @@ def test_groups_by_solution_share_one_conversation():
     assert len(picked) > 1  # the pick follows the seed
 
 
+def test_agreement_shows_only_tests_a_first_turn_solution_passes():
+    """``agreement=1``: the wrong test ('nope') no solution passes is dropped after the first
+    turn, so the right solution (which fails only that test) is not revised; the wrong solution
+    is shown the agreed test alone (its k revisions the problem's group), and that test alone
+    earns the repair credit. Without the
+    filter both solutions are revised (the scripted batch above)."""
+    task = load_tasks("world", split="train")[0]
+    right = _fenced(task.references[0])
+    wrong = _fenced(task.references[0].replace("'-'", "'+'"))
+    items = [Row(0, "code", right, 9), Row(0, "code", wrong, 9),
+             Row(0, "test", _stdio_test("a b c", "c-b-a"), 9),
+             Row(0, "test", _stdio_test("a b c", "nope"), 9)]
+    prompts = [[{"role": "user", "content": f"prompt {i}"}] for i in range(4)]
+    for agreement, revised in ((1, ["prompt 1"] * 2), (2, []), (0, ["prompt 0", "prompt 1"])):
+        seen = []
+        rt = RepairTurns(2, "self", "turn", agreement=agreement)
+        rt.reviser = lambda convs, seen=seen: seen.extend(convs) or [right] * len(convs)
+        with Executor(slots=1) as ex:
+            rewards, figs = rt.run(items, prompts, [1.0, 0.25, 0.5, -0.5],
+                                   group_rows(items, [task], "train"), [task], ex)
+        assert [c[0]["content"] for c in seen] == revised, agreement
+        if agreement == 1:  # only the right solution passes the good test: one agrees
+            assert "c-b-a" in seen[0][-1]["content"] and "nope" not in seen[0][-1]["content"]
+            assert rt.later[0].rewards == [1.0, 1.0] and figs["repair_fixed"] == 1.0
+            assert rewards[2:] == [pytest.approx(1.5), pytest.approx(-0.5)]
+        if agreement == 2:  # no test has two solutions passing it: no feedback, no turn 2
+            assert rt.later == [] and rewards == [1.0, 0.25, 0.5, -0.5]
+    with pytest.raises(ValueError, match="agreement"):
+        RepairTurns(2, "self", agreement=-1)
+
+
 def test_public_feedback_gives_the_tester_no_credit():
     task = load_tasks("world", split="train")[0]
     task = dataclasses.replace(task, examples=[TestCase(input="a b c\n",
@@ -353,6 +384,7 @@ def test_one_turn_writes_the_single_turn_metrics(tmp_path):
     ({"repair_turns": 2, "length_shaping": True}, "--length_shaping"),
     ({"repair_turns": 2, "repair_max_failing": 0}, "--repair_max_failing"),
     ({"repair_turns": 2, "repair_groups": "row"}, "--repair_groups must be one of"),
+    ({"repair_turns": 2, "repair_feedback_agreement": -1}, "--repair_feedback_agreement"),
 ])
 def test_repair_config_errors_name_the_flag(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):

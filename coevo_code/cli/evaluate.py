@@ -111,7 +111,8 @@ def _repair(args: EvalOptions, gen: GenerationOptions, ts, prompted, gens: dict,
             mode = "self"
         eps = run_repair(list(prompted), gens, first, args.k_code, args.k_test, engine, ex,
                          args.repair_turns, mode, cache=cache,
-                         examples={t.id: list(t.examples) for t in ts})
+                         examples={t.id: list(t.examples) for t in ts},
+                         agreement=args.feedback_agreement)
     except EngineError as e:
         raise CLIError(f"{e} (generations so far are kept in {cache.path})")
     finally:
@@ -122,6 +123,7 @@ def _repair(args: EvalOptions, gen: GenerationOptions, ts, prompted, gens: dict,
             summary["metrics"][key] = v
     turns_used = [e.turns for pe in eps.values() for e in pe.episodes]
     block = {"turns": args.repair_turns, "feedback_tests": args.feedback_tests,
+             "feedback_agreement": args.feedback_agreement,
              "max_failing_shown": MAX_FAILING, "field_chars": FIELD_CHARS,
              "wrong_first": tm["wrong_first"], "repaired": tm["repaired"],
              "solutions_by_turns_used": {str(t): turns_used.count(t)

@@ -205,12 +205,14 @@ class _ModelEngine:
 def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4,
                    temperature: float = 1.0, max_new_tokens: int = 64, seed: int = 0,
                    greedy: bool = True, bon: tuple[int, int] = (4, 4), repair_turns: int = 1,
-                   repair_feedback: str = "self", repair_max_failing: int = 2) -> dict:
+                   repair_feedback: str = "self", repair_max_failing: int = 2,
+                   repair_agreement: int = 0) -> dict:
     """Sample, run, score: the summary (:func:`summarize`) plus ``cells`` and ``time_s``.
     With ``repair_turns`` > 1, the k sampled solutions are then revised in turns against their
     feedback tests (``self``: the k tests the model wrote for the problem; ``public``: its
     examples), as ``coevo eval --repair_turns`` does (:func:`coevo_code.evaluation.repair.
-    run_repair`), and ``code_acc_turn1`` ... ``code_acc_turn{T}`` and ``repaired_share`` join
+    run_repair`; ``repair_agreement``: only the feedback tests that many first-turn solutions
+    pass), and ``code_acc_turn1`` ... ``code_acc_turn{T}`` and ``repaired_share`` join
     the summary (:func:`coevo_code.repair.turn_metrics`)."""
     t0 = time.perf_counter()
     tasks = list(tasks)
@@ -273,7 +275,7 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
             gens[(t.id, CODE)], gens[(t.id, TEST)] = list(c), list(x)
         engine = _ModelEngine(model, tokenizer, temperature, max_new_tokens, seed)
         eps = run_repair(hidden, gens, first, k, k, engine, executor, repair_turns,
-                         repair_feedback, k=repair_max_failing,
+                         repair_feedback, k=repair_max_failing, agreement=repair_agreement,
                          examples={t.id: list(t.examples) for t in tasks})
         figs = turn_metrics([pe.correct for pe in eps.values()])
         out.update({key: v for key, v in figs.items()

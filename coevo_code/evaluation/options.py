@@ -73,10 +73,13 @@ class EvalOptions:
                                            "(the model's own generated tests of that problem) "
                                            "or tester:MODEL (k_test tests of each problem "
                                            "written by another model, e.g. a trained tester)")
+    feedback_agreement: int = option(0, "show only the feedback tests that at least this many of "
+                                        "the problem's first-turn solutions pass (CodeT's "
+                                        "agreement); 0 (default): all of them")
 
     def __post_init__(self):
         _at_least(self, ("k_code", "limit", "repair_turns"))
-        _at_least(self, ("k_test",), 0)
+        _at_least(self, ("k_test", "feedback_agreement"), 0)
         if self.feedback_tests.startswith("tester:"):
             if not self.feedback_tests[len("tester:"):].strip():
                 raise ValueError("--feedback_tests tester:MODEL needs a model after 'tester:'")

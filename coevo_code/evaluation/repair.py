@@ -19,8 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..repair import (FIELD_CHARS, MAX_FAILING, FeedbackResult, feedback_message,
-                      feedback_tests, repair_messages)
+from ..repair import (FIELD_CHARS, MAX_FAILING, FeedbackResult, agreed_tests, feedback_message,
+                      feedback_tests, repair_messages, take_tests)
 from ..roles import CODE, TEST, coder_messages, parse_program, parse_test
 from ..sandbox.protocol import HARNESS, OK
 from ..tasks.model import Task
@@ -70,12 +70,15 @@ def _feedback_results(tests, result: dict | None, i: int) -> list[FeedbackResult
 def run_repair(tasks: Sequence[Task], generations: dict, first_correct: dict, k_code: int,
                k_test: int, engine, executor, turns: int, mode: str, cache=None,
                k: int = MAX_FAILING, limit: int = FIELD_CHARS,
-               examples: dict | None = None) -> dict[str, ProblemEpisodes]:
+               examples: dict | None = None, agreement: int = 0) -> dict[str, ProblemEpisodes]:
     """The episodes of every task in ``first_correct`` (task id -> its k_code turn-1 gold
     verdicts, 1.0/0.0/NaN) over ``turns`` turns; ``generations`` the turn-1 completions as
     :func:`~coevo_code.generation.cache.generate_all` returns them. ``engine.generate`` writes
     one revision per conversation; ``cache`` (a GenerationCache) keeps them. ``examples``
-    (task id -> tests): the public feedback tests of tasks whose prompts hide their examples."""
+    (task id -> tests): the public feedback tests of tasks whose prompts hide their examples.
+    ``agreement``: after the first turn, each problem keeps only the feedback tests that many of
+    its first-turn solutions pass (:func:`coevo_code.repair.agreed_tests`; 0: all of them)."""
+    agreed_tests([], agreement)  # a clear error before any generation
     probs: dict[str, ProblemEpisodes] = {}
     for t in tasks:
         if t.id not in first_correct:
@@ -102,6 +105,18 @@ def run_repair(tasks: Sequence[Task], generations: dict, first_correct: dict, k_
                 where.append((pid, rows))
         ran = executor.run(jobs) if jobs else []
         results = {pid: (rows, res) for (pid, rows), res in zip(where, ran)}
+        if turn == 1 and agreement:
+            for pid, pe in probs.items():
+                if not pe.feedback:
+                    continue
+                rows, res = results.get(pid, ([], None))
+                ok = res is not None and "outcomes" in res
+                passed = np.asarray([[o == OK for o in r] for r in res["outcomes"]] if ok else [],
+                                    dtype=bool).reshape(-1, len(pe.feedback))
+                keep = agreed_tests(passed, agreement)
+                pe.feedback = [pe.feedback[j] for j in keep]
+                if ok:
+                    results[pid] = (rows, take_tests(res, keep))
         todo: list[tuple[str, int, list[dict]]] = []
         for pid, pe in probs.items():
             rows, res = results.get(pid, ([], None))

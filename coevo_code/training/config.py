@@ -26,8 +26,11 @@ from ..execution.registry import check_backend
 from ..labels import JUDGES as LABEL_JUDGES
 from ..labels import SOURCES as LABEL_SOURCES
 from ..labels import label_source as find_label_source
+from ..repair import CREDITS as REPAIR_CREDITS
+from ..repair import REVISION_GROUPS
 from ..tasks import LoaderError, find_loader
 from .controls import CONTROLS, ROLES_TRAINED
+from .repair_turns import REPAIR_FEEDBACK
 from .scoring import RewardOptions
 from .step import MAX_ROWS_MASKED
 
@@ -213,10 +216,13 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
     repair_feedback: str = _lock("self", "the tests a solution is checked against between turns: "
                                          "self (the tests the policy wrote for the problem in "
                                          "this step) or public (the problem's examples)",
-                                 choices=["self", "public"])
+                                 choices=list(REPAIR_FEEDBACK))
+    repair_feedback_agreement: int = _lock(0, "after the first turn, show only the feedback tests "
+                                              "at least this many of the problem's first-turn "
+                                              "solutions pass (CodeT's agreement; 0: all)")
     repair_credit: str = _f("turn", "each turn's reward: turn (its own solution's), final (the "
                                     "episode's end, RLEF's) or improvement (its gain over the "
-                                    "turn it revises)", choices=["turn", "final", "improvement"])
+                                    "turn it revises)", choices=list(REPAIR_CREDITS))
     repair_test_credit: float = _f(1.0, "weight of the tester's repair credit (self feedback): "
                                         "tests shown to a wrong solution whose revision passed "
                                         "the gold tests")
@@ -225,7 +231,7 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
                                           "problem's open solutions, cycled) or solution (k "
                                           "revisions of one open solution, drawn at random: "
                                           "one conversation per group)",
-                               choices=["problem", "solution"])
+                               choices=list(REVISION_GROUPS))
     eval_repair_turns: int | None = _f(None, "the held-out evaluation in this many turns "
                                              "(default: repair_turns; 2 with repair_turns 1: a "
                                              "single-turn run measured in two)")
@@ -294,13 +300,14 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
                 errors.append("--repair_turns > 1 and --length_shaping: length shaping turns "
                               "rewards into advantages, which repair credit cannot add to")
         if self.repair_turns > 1 or (self.eval_repair_turns or 1) > 1:
-            for flag, val, ok in (("repair_feedback", self.repair_feedback, ("self", "public")),
-                                  ("repair_credit", self.repair_credit,
-                                   ("turn", "final", "improvement")),
-                                  ("repair_groups", self.repair_groups,
-                                   ("problem", "solution"))):
+            for flag, val, ok in (("repair_feedback", self.repair_feedback, REPAIR_FEEDBACK),
+                                  ("repair_credit", self.repair_credit, REPAIR_CREDITS),
+                                  ("repair_groups", self.repair_groups, REVISION_GROUPS)):
                 if val not in ok:
                     errors.append(f"--{flag} must be one of {', '.join(ok)}, got {val!r}")
+            if self.repair_feedback_agreement < 0:
+                errors.append(f"--repair_feedback_agreement must be at least 0, got "
+                              f"{self.repair_feedback_agreement}")
             if self.repair_max_failing < 1:
                 errors.append(f"--repair_max_failing must be at least 1, got "
                               f"{self.repair_max_failing}")

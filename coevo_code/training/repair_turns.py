@@ -28,8 +28,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..repair import (FIELD_CHARS, MAX_FAILING, FeedbackResult, feedback_message,
-                      repair_messages, revision_parents, credit_for_repairs, turn_credit)
+from ..repair import (FIELD_CHARS, MAX_FAILING, FeedbackResult, agreed_tests, feedback_message,
+                      repair_messages, revision_parents, credit_for_repairs, take_tests,
+                      turn_credit)
 from ..roles import CODE, TEST, parse_program, parse_test
 from ..evaluation.repair import gold_verdict
 from ..sandbox.protocol import OK
@@ -82,7 +83,7 @@ class RepairTurns:
                  test_credit: float = 1.0, max_failing: int = MAX_FAILING,
                  field_chars: int = FIELD_CHARS, max_gold_tests: int | None = None,
                  all_passed: bool = False, time_limit_s: float | None = None,
-                 groups: str = "problem", seed: int = 0):
+                 groups: str = "problem", seed: int = 0, agreement: int = 0):
         if feedback not in REPAIR_FEEDBACK:
             raise ValueError(f"repair_feedback {feedback!r}: choose from "
                              f"{', '.join(REPAIR_FEEDBACK)}")
@@ -91,6 +92,8 @@ class RepairTurns:
         self.max_gold_tests, self.all_passed = max_gold_tests, all_passed
         self.time_limit_s = time_limit_s
         revision_parents([], 0, groups)  # a clear error for an unknown mode, before any batch
+        agreed_tests([], agreement)
+        self.agreement = agreement
         self.groups, self.rng = groups, np.random.default_rng(seed)
         self.reviser: Callable[[list], list] | None = None
         self.later: list[TurnRows] = []
@@ -144,7 +147,8 @@ class RepairTurns:
         opened = 0
         live = order
         for turn in range(2, self.turns + 1):
-            open_rows = self._feedback({ti: nodes[ti] for ti in live}, fb_tests, tasks, executor)
+            open_rows = self._feedback({ti: nodes[ti] for ti in live}, fb_tests, tasks, executor,
+                                       first=turn == 2)
             live = [ti for ti in live if open_rows[ti]]
             if not live:
                 break
@@ -171,9 +175,12 @@ class RepairTurns:
                                        [n.prompt for n in new], [n.text for n in new], []))
         return self._credit(rewards, groups, nodes, fb_tests, order, opened)
 
-    def _feedback(self, nodes, fb_tests, tasks, executor) -> dict[int, list[int]]:
+    def _feedback(self, nodes, fb_tests, tasks, executor, first=False) -> dict[int, list[int]]:
         """Run each problem's last turn on its feedback tests (outputs returned); set each
-        row's message (None: its episode ends) and the tests it shows; the open rows."""
+        row's message (None: its episode ends) and the tests it shows; the open rows. After the
+        first turn, with ``agreement``, each problem keeps (in ``fb_tests``, for every later
+        turn) only the tests that many of its first-turn solutions pass
+        (:func:`coevo_code.repair.agreed_tests`)."""
         jobs, where = [], []
         for ti, turns in nodes.items():
             last = turns[-1]
@@ -187,8 +194,18 @@ class RepairTurns:
                            zip((r for _, r in where), self._run(executor, jobs))))
         open_rows: dict[int, list[int]] = {}
         for ti, turns in nodes.items():
-            tests, index = fb_tests[ti]
             rows, res = results.get(ti, ([], None))
+            if first and self.agreement and fb_tests[ti][0]:
+                if res is not None and "outcomes" not in res:
+                    res = None  # a refused job: no agreement known, no feedback
+                passed = [[o == OK for o in row] for row in res["outcomes"]] if res else []
+                keep = agreed_tests(np.reshape(passed, (len(passed), len(fb_tests[ti][0]))),
+                                    self.agreement)
+                fb_tests[ti] = ([fb_tests[ti][0][j] for j in keep],
+                                [fb_tests[ti][1][j] for j in keep])
+                if res is not None:
+                    res = take_tests(res, keep)
+            tests, index = fb_tests[ti]
             open_rows[ti] = []
             for i, n in enumerate(turns[-1]):
                 n.message, n.shown = None, []

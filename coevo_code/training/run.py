@@ -305,7 +305,8 @@ def train(config: CoevoConfig, model_args=None, resume: bool = False, tasks=None
                              max_gold_tests=config.max_gold_tests,
                              all_passed=config.code_all_passed,
                              time_limit_s=config.exec_time_limit_s,
-                             groups=config.repair_groups, seed=config.seed)
+                             groups=config.repair_groups, seed=config.seed,
+                             agreement=config.repair_feedback_agreement)
     step = CoevoStep(
         {"train": reward_tasks(tasks, config.reward_shown_tests), "eval": eval_tasks},
         reward_options(config),

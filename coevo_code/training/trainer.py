@@ -530,7 +530,8 @@ class CoevoTrainer(GRPOTrainer):
                 k=a.num_generations_eval or self.num_generations, temperature=a.temperature or 1.0,
                 max_new_tokens=a.max_completion_length, seed=a.seed,  # the same draws each time
                 repair_turns=self._eval_turns, repair_feedback=a.repair_feedback,
-                repair_max_failing=a.repair_max_failing)
+                repair_max_failing=a.repair_max_failing,
+                repair_agreement=a.repair_feedback_agreement)
         if self.accelerator.num_processes > 1:
             from accelerate.utils import broadcast_object_list
             box = [pooled]
