@@ -252,9 +252,12 @@ def _wrong(task) -> str:
     return f"def {task.entry_point}(*args):\n    return -12345\n"
 
 
-def _scripted(tasks, prompts_seen):
+def _scripted(tasks, prompts_seen, mixed=False):
     """Turn 1: a wrong solution and, as tests, the problem's first gold test without its
-    marker; a revision (a conversation with feedback): the reference."""
+    marker; a revision (a conversation with feedback): the reference (``mixed``: every other
+    revision the wrong solution again)."""
+    revised = []
+
     def rollout(prompts, trainer):
         texts = []
         for p in prompts:
@@ -263,7 +266,9 @@ def _scripted(tasks, prompts_seen):
             ti = next(i for i, t in enumerate(tasks) if t.prompt.strip() in
                       "\n".join(m["content"] for m in p if m["role"] == "user"))
             if len(p) > 2 and p[-2]["role"] == "assistant":
-                texts.append(_fenced(tasks[ti].references[0]))
+                revised.append(p)
+                texts.append(_fenced(_wrong(tasks[ti]) if mixed and len(revised) % 2 else
+                                     tasks[ti].references[0]))
             elif "unit test" in text.lower():
                 texts.append(_fenced(tasks[ti].examples[0].code))
             else:
@@ -316,6 +321,34 @@ def test_training_in_turns_trains_on_revisions_only_and_never_shows_gold(tmp_pat
     if feedback == "self":
         assert all(r is None for r in tests)  # no solution right at turn 1: no test reward
     assert out["advantages"][-16:].abs().sum() == 0
+
+
+def test_advantage_weight_scales_the_later_turns_only(tmp_path, monkeypatch):
+    """``repair_advantage_weight: 3``: the same scripted step (half the revisions right) gives
+    the revision rows three times the advantages of the default run, the first turn's rows
+    the same ones."""
+    tasks = _marked([t for t in load_tasks("bundled") if t.kind == "functional"
+                     and all(" == " in c.code for c in t.tests)][:4])
+    real = CoevoTrainer._generate_and_score_completions
+    adv = {}
+    for w in (1.0, 3.0):
+        got = []
+
+        def spy(self, inputs, got=got):
+            out = real(self, inputs)
+            got.append(out["advantages"].clone())
+            return out
+
+        monkeypatch.setattr(CoevoTrainer, "_generate_and_score_completions", spy)
+        cfg = tiny_config(tmp_path / f"run{w}", max_steps=1, repair_turns=2,
+                          p_give_example=0.0, repair_advantage_weight=w)
+        train(cfg, PLUMBING, tasks=tasks, rollout_func=_scripted(tasks, [], mixed=True))
+        adv[w] = got[-1]
+    one, three = adv[1.0], adv[3.0]
+    assert one.shape == three.shape and len(one) > 16
+    assert one[-16:].abs().sum() > 0  # the revisions' groups are half right, half wrong
+    assert torch.allclose(three[-16:], 3 * one[-16:])
+    assert torch.equal(three[:-16], one[:-16])
 
 
 @pytest.mark.parametrize("turns", [{"repair_turns": 2},
@@ -385,6 +418,7 @@ def test_one_turn_writes_the_single_turn_metrics(tmp_path):
     ({"repair_turns": 2, "repair_max_failing": 0}, "--repair_max_failing"),
     ({"repair_turns": 2, "repair_groups": "row"}, "--repair_groups must be one of"),
     ({"repair_turns": 2, "repair_feedback_agreement": -1}, "--repair_feedback_agreement"),
+    ({"repair_turns": 2, "repair_advantage_weight": -1.0}, "--repair_advantage_weight"),
 ])
 def test_repair_config_errors_name_the_flag(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):

@@ -226,6 +226,9 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
     repair_test_credit: float = _f(1.0, "weight of the tester's repair credit (self feedback): "
                                         "tests shown to a wrong solution whose revision passed "
                                         "the gold tests")
+    repair_advantage_weight: float = _f(1.0, "the later turns' advantages are multiplied by "
+                                             "this before the update (1: a revision row weighs "
+                                             "as a first-turn row)")
     repair_max_failing: int = _lock(2, "failing feedback tests shown per turn")
     repair_groups: str = _lock("problem", "a later turn's group of k revisions: problem (the "
                                           "problem's open solutions, cycled) or solution (k "
@@ -308,6 +311,9 @@ class CoevoConfig(GRPOConfig, ExecutionOptions, RewardOptions):
             if self.repair_feedback_agreement < 0:
                 errors.append(f"--repair_feedback_agreement must be at least 0, got "
                               f"{self.repair_feedback_agreement}")
+            if not self.repair_advantage_weight >= 0:
+                errors.append(f"--repair_advantage_weight must be at least 0, got "
+                              f"{self.repair_advantage_weight}")
             if self.repair_max_failing < 1:
                 errors.append(f"--repair_max_failing must be at least 1, got "
                               f"{self.repair_max_failing}")

@@ -369,8 +369,9 @@ class CoevoTrainer(GRPOTrainer):
     def _later_turns(self, inputs, out: dict, drop):
         """The first turn's batch ``out`` joined by the rows of the later repair turns the
         reward step wrote (:mod:`.repair_turns`): each turn through TRL's scoring as its own
-        batch (its groups: k revisions of one problem), its generation replayed, then the
-        rows concatenated (prompts padded on the left, completions on the right)."""
+        batch (its groups: k revisions of one problem), its generation replayed, its
+        advantages times ``repair_advantage_weight``, then the rows concatenated (prompts padded
+        on the left, completions on the right)."""
         gens, self._revisions = self._revisions, []
         later = self.coevo.repair.later if self.coevo.repair is not None else []
         if not later:
@@ -385,6 +386,8 @@ class CoevoTrainer(GRPOTrainer):
                     for ti, conv in zip(tr.task_index, tr.prompts)]
             self._replay = gen
             part = super()._generate_and_score_completions(rows)
+            if self.args.repair_advantage_weight != 1.0:
+                part["advantages"] = part["advantages"] * self.args.repair_advantage_weight
             drops.append(self._mask_rows_without_signal(part))
             parts.append(part)
         out = merge_batches(parts, self.processing_class.pad_token_id)
