@@ -59,6 +59,17 @@ def gold_verdict(result: dict | None, i: int) -> float:
     return float("nan")
 
 
+def agree(result: dict | None, n_tests: int, at_least: int) -> tuple[list[int], dict | None]:
+    """The feedback tests a feedback job's solutions agree on (:func:`coevo_code.repair.
+    agreed_tests` of its pass matrix) and the job's ``result`` on those tests only; a refused
+    job (or none) is no row: no test agreed on, and None."""
+    ok = result is not None and "outcomes" in result
+    passed = np.asarray([[o == OK for o in r] for r in result["outcomes"]] if ok else [],
+                        dtype=bool).reshape(-1, n_tests)
+    keep = agreed_tests(passed, at_least)
+    return keep, (take_tests(result, keep) if ok else None)
+
+
 def _feedback_results(tests, result: dict | None, i: int) -> list[FeedbackResult] | None:
     """Row ``i`` of a feedback job as FeedbackResults (None: the job was refused)."""
     if not result or "outcomes" not in result:
@@ -110,13 +121,10 @@ def run_repair(tasks: Sequence[Task], generations: dict, first_correct: dict, k_
                 if not pe.feedback:
                     continue
                 rows, res = results.get(pid, ([], None))
-                ok = res is not None and "outcomes" in res
-                passed = np.asarray([[o == OK for o in r] for r in res["outcomes"]] if ok else [],
-                                    dtype=bool).reshape(-1, len(pe.feedback))
-                keep = agreed_tests(passed, agreement)
+                keep, res = agree(res, len(pe.feedback), agreement)
                 pe.feedback = [pe.feedback[j] for j in keep]
-                if ok:
-                    results[pid] = (rows, take_tests(res, keep))
+                if res is not None:
+                    results[pid] = (rows, res)
         todo: list[tuple[str, int, list[dict]]] = []
         for pid, pe in probs.items():
             rows, res = results.get(pid, ([], None))

@@ -29,10 +29,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..repair import (FIELD_CHARS, MAX_FAILING, FeedbackResult, agreed_tests, feedback_message,
-                      repair_messages, revision_parents, credit_for_repairs, take_tests,
-                      turn_credit)
+                      repair_messages, revision_parents, credit_for_repairs, turn_credit)
 from ..roles import CODE, TEST, parse_program, parse_test
-from ..evaluation.repair import gold_verdict
+from ..evaluation.repair import agree, gold_verdict
 from ..sandbox.protocol import OK
 from ..tasks.model import Task
 
@@ -196,15 +195,9 @@ class RepairTurns:
         for ti, turns in nodes.items():
             rows, res = results.get(ti, ([], None))
             if first and self.agreement and fb_tests[ti][0]:
-                if res is not None and "outcomes" not in res:
-                    res = None  # a refused job: no agreement known, no feedback
-                passed = [[o == OK for o in row] for row in res["outcomes"]] if res else []
-                keep = agreed_tests(np.reshape(passed, (len(passed), len(fb_tests[ti][0]))),
-                                    self.agreement)
+                keep, res = agree(res, len(fb_tests[ti][0]), self.agreement)
                 fb_tests[ti] = ([fb_tests[ti][0][j] for j in keep],
                                 [fb_tests[ti][1][j] for j in keep])
-                if res is not None:
-                    res = take_tests(res, keep)
             tests, index = fb_tests[ti]
             open_rows[ti] = []
             for i, n in enumerate(turns[-1]):
