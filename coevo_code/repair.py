@@ -194,7 +194,12 @@ def turn_metrics(correct: Sequence[np.ndarray]) -> dict:
     after turn t (turn 1 is pass@1); None when no problem has a decided solution.
     ``repaired_share``: of the solutions wrong after turn 1 (and decided after turn T), the
     share correct after turn T, pooled over problems; None when there is no wrong first attempt
-    (``wrong_first`` = 0). ``repaired``: how many."""
+    (``wrong_first`` = 0). ``repaired``: how many.
+    ``broken_share``: of the solutions right after turn 1 (and decided after turn T), the share
+    wrong after turn T, pooled likewise: the revisions' cost, which feedback from wrong tests
+    raises; None when there is no right first attempt (``right_first`` = 0). ``broken``: how
+    many. Pooled over solutions, the gap between the last turn and the first is
+    ``(repaired - broken) / decided`` (the per-problem means weigh problems equally)."""
     mats = [np.asarray(c, dtype=float) for c in correct]
     T = max((m.shape[1] for m in mats if m.ndim == 2), default=0)
     out: dict = {}
@@ -202,19 +207,33 @@ def turn_metrics(correct: Sequence[np.ndarray]) -> dict:
         per = [float(np.nanmean(m[:, t])) for m in mats
                if m.shape[0] and np.isfinite(m[:, t]).any()]
         out[f"code_acc_turn{t + 1}"] = float(np.mean(per)) if per else None
-    wrong = repaired = 0
+    wrong = repaired = right = broken = 0
     for m in mats:
         if not m.shape[0]:
             continue
         first, last = m[:, 0], m[:, -1]
         w = (first == 0.0) & np.isfinite(last)
+        r = (first == 1.0) & np.isfinite(last)
         wrong += int(w.sum())
         repaired += int((w & (last == 1.0)).sum())
+        right += int(r.sum())
+        broken += int((r & (last == 0.0)).sum())
     out["repaired_share"] = repaired / wrong if wrong else None
+    out["broken_share"] = broken / right if right else None
     out["wrong_first"] = wrong
     out["repaired"] = repaired
+    out["right_first"] = right
+    out["broken"] = broken
     return out
 
+
+TURN_SHARES = ("repaired_share", "broken_share")
+
+
+def turn_figures(metrics: dict) -> dict:
+    """The figures of :func:`turn_metrics` that a summary reports (accuracy after each turn and
+    the two shares), without the counts."""
+    return {k: v for k, v in metrics.items() if k.startswith("code_acc_turn") or k in TURN_SHARES}
 
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from coevo_code.repair import (FIELD_CHARS, NO_PROGRAM, FeedbackResult, agreed_tests,
                                feedback_message, feedback_tests, repair_messages, take_tests,
-                               truncate, turn_metrics)
+                               truncate, turn_figures, turn_metrics)
 from coevo_code.roles import CODE, TEST, coder_messages
 from coevo_code.tasks.model import Task, TestCase
 
@@ -117,12 +117,28 @@ def test_turn_metrics_exact_and_edge_cases():
     assert m["code_acc_turn2"] == pytest.approx((0.5 + 1.0) / 2)
     assert m["code_acc_turn3"] == pytest.approx((0.75 + 1.0) / 2)
     assert (m["repaired_share"], m["wrong_first"], m["repaired"]) == (2 / 3, 3, 2)
+    assert (m["broken_share"], m["right_first"], m["broken"]) == (0.0, 2, 0)
     none_wrong = turn_metrics([np.ones((2, 2))])
     assert none_wrong["repaired_share"] is None and none_wrong["wrong_first"] == 0
+    assert none_wrong["broken_share"] == 0.0 and none_wrong["right_first"] == 2
     empty = turn_metrics([])
-    assert empty == {"repaired_share": None, "wrong_first": 0, "repaired": 0}
+    assert empty == {"repaired_share": None, "broken_share": None, "wrong_first": 0,
+                     "repaired": 0, "right_first": 0, "broken": 0}
     lost_last = turn_metrics([np.array([[0.0, nan]])])  # undecided after the last turn: left out
     assert lost_last["wrong_first"] == 0 and lost_last["code_acc_turn2"] is None
+    # right first attempts that a revision broke; one broken and mended again by turn 3 is not
+    c = np.array([[1, 0, 0], [1, 0, 1], [1, 1, 1], [0, 1, 0], [1, nan, nan]], float)
+    m = turn_metrics([c])
+    assert (m["broken_share"], m["right_first"], m["broken"]) == (1 / 3, 3, 1)
+    assert (m["repaired_share"], m["wrong_first"], m["repaired"]) == (0.0, 1, 0)
+    none_right = turn_metrics([np.zeros((2, 2))])
+    assert none_right["broken_share"] is None and none_right["right_first"] == 0
+    # pooled over solutions, the gap between the turns is (repaired - broken) / decided
+    d = np.array([[0, 1], [1, 0], [1, 1], [0, 1], [0, 0]], float)
+    m = turn_metrics([d])
+    assert m["code_acc_turn2"] - m["code_acc_turn1"] == pytest.approx((2 - 1) / 5)
+    assert turn_figures(m) == {k: m[k] for k in ("code_acc_turn1", "code_acc_turn2",
+                                                 "repaired_share", "broken_share")}
 
 
 # ---- the turn loop with a scripted engine --------------------------------------------------------
@@ -285,13 +301,17 @@ def test_eval_with_repair_turns_end_to_end(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     r2 = json.loads((two / "results.json").read_text())
     m = r2["metrics"]
-    assert {"code_acc_turn1", "code_acc_turn2", "repaired_share"} <= set(m)
+    assert {"code_acc_turn1", "code_acc_turn2", "repaired_share", "broken_share"} <= set(m)
+    rep = r2["repair"]
+    assert m["broken_share"] == (rep["broken"] / rep["right_first"] if rep["right_first"]
+                                 else None)
     assert m["code_acc_turn1"] == pytest.approx(r1["metrics"]["pass@1"])
     assert m["code_acc_turn2"] >= 0.0
     assert r2["repair"]["turns"] == 2 and r2["repair"]["feedback_tests"] == "self"
     assert sum(r2["repair"]["solutions_by_turns_used"].values()) == 4
     assert all(len(v["correct_by_turn"]) == 2 for v in r2["per_task"].values())
     assert "code_acc_turn2=" in p.stdout and "repaired_share=" in p.stdout
+    assert "broken_share=" in p.stdout
     for k in r1["metrics"]:  # the first turn's figures are the one-turn run's
         assert m[k] == r1["metrics"][k], k
 

@@ -384,6 +384,7 @@ def test_held_out_evaluation_in_turns(tmp_path, monkeypatch, turns):
         assert set(turn_keys(2)) <= set(e)
         assert e["code_acc_turn1"] == e["code_acc"] == 0.0
         assert e["code_acc_turn2"] == 1.0 and e["repaired_share"] == 1.0
+        assert e["broken_share"] is None  # no right first attempt
     line = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert ("repair_rows" in line) == (turns["repair_turns"] > 1)
 

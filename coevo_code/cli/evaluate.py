@@ -49,15 +49,17 @@ def lost_note(results: dict) -> str | None:
 
 
 def repair_line(results: dict) -> str:
-    """The printed line of a repair evaluation: gold accuracy after each turn and the share of
-    wrong first attempts repaired (n/a, with the count, when there was none)."""
+    """The printed line of a repair evaluation: gold accuracy after each turn, the share of
+    wrong first attempts repaired and the share of right ones a revision broke (n/a, with the
+    count, when there was none)."""
     m, r = results["metrics"], results["repair"]
     parts = [f"{k}={m[k]:.3f}" if m.get(k) is not None else f"{k}=n/a"
              for k in m if k.startswith("code_acc_turn")]
-    share = m.get("repaired_share")
-    parts.append(f"repaired_share={share:.3f} ({r['repaired']} of {r['wrong_first']} wrong "
-                 f"first attempts)" if share is not None else
-                 f"repaired_share=n/a ({r['wrong_first']} wrong first attempts)")
+    for key, n, of, what in (("repaired_share", "repaired", "wrong_first", "wrong"),
+                             ("broken_share", "broken", "right_first", "right")):
+        share = m.get(key)
+        parts.append(f"{key}={share:.3f} ({r[n]} of {r[of]} {what} first attempts)"
+                     if share is not None else f"{key}=n/a ({r[of]} {what} first attempts)")
     return "  ".join(parts)
 
 
@@ -99,7 +101,7 @@ def _repair(args: EvalOptions, gen: GenerationOptions, ts, prompted, gens: dict,
 
     from ..evaluation.repair import run_repair
     from ..generation.engines import EngineError
-    from ..repair import FIELD_CHARS, MAX_FAILING, turn_metrics
+    from ..repair import FIELD_CHARS, MAX_FAILING, turn_figures, turn_metrics
     from ..roles import TEST
     first = {p.task_id: [float("nan") if u else float(c) for c, u in zip(p.correct, p.undecided)]
              for p in problems if p.has_gold}
@@ -118,14 +120,13 @@ def _repair(args: EvalOptions, gen: GenerationOptions, ts, prompted, gens: dict,
     finally:
         engine.close()
     tm = turn_metrics([pe.correct for pe in eps.values()])
-    for key, v in tm.items():
-        if key.startswith("code_acc_turn") or key == "repaired_share":
-            summary["metrics"][key] = v
+    summary["metrics"].update(turn_figures(tm))
     turns_used = [e.turns for pe in eps.values() for e in pe.episodes]
     block = {"turns": args.repair_turns, "feedback_tests": args.feedback_tests,
              "feedback_agreement": args.feedback_agreement,
              "max_failing_shown": MAX_FAILING, "field_chars": FIELD_CHARS,
              "wrong_first": tm["wrong_first"], "repaired": tm["repaired"],
+             "right_first": tm["right_first"], "broken": tm["broken"],
              "solutions_by_turns_used": {str(t): turns_used.count(t)
                                          for t in range(1, args.repair_turns + 1)}}
     per_task = {tid: [[None if np.isnan(x) else bool(x) for x in row] for row in pe.correct]

@@ -212,8 +212,8 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
     feedback tests (``self``: the k tests the model wrote for the problem; ``public``: its
     examples), as ``coevo eval --repair_turns`` does (:func:`coevo_code.evaluation.repair.
     run_repair`; ``repair_agreement``: only the feedback tests that many first-turn solutions
-    pass), and ``code_acc_turn1`` ... ``code_acc_turn{T}`` and ``repaired_share`` join
-    the summary (:func:`coevo_code.repair.turn_metrics`)."""
+    pass), and ``code_acc_turn1`` ... ``code_acc_turn{T}``, ``repaired_share`` and
+    ``broken_share`` join the summary (:func:`coevo_code.repair.turn_metrics`)."""
     t0 = time.perf_counter()
     tasks = list(tasks)
     hidden = [dataclasses.replace(t, examples=[]) for t in tasks]  # CURE's eval_no_example
@@ -267,7 +267,7 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
     out["problems_refused"] = len(refused)
     out["cells"] = sum(len(j["programs"]) * len(j["tests"]) for j in jobs)
     if repair_turns > 1:
-        from ..repair import turn_metrics
+        from ..repair import turn_figures, turn_metrics
         from ..roles import CODE, TEST
         from .repair import run_repair
         gens = {}
@@ -277,8 +277,6 @@ def evaluate_model(model, tokenizer, tasks: Sequence[Task], executor, k: int = 4
         eps = run_repair(hidden, gens, first, k, k, engine, executor, repair_turns,
                          repair_feedback, k=repair_max_failing, agreement=repair_agreement,
                          examples={t.id: list(t.examples) for t in tasks})
-        figs = turn_metrics([pe.correct for pe in eps.values()])
-        out.update({key: v for key, v in figs.items()
-                    if key.startswith("code_acc_turn") or key == "repaired_share"})
+        out.update(turn_figures(turn_metrics([pe.correct for pe in eps.values()])))
     out["time_s"] = time.perf_counter() - t0
     return out

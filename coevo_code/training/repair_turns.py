@@ -28,8 +28,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..repair import (FIELD_CHARS, MAX_FAILING, FeedbackResult, agreed_tests, feedback_message,
-                      repair_messages, revision_parents, credit_for_repairs, turn_credit)
+from ..repair import (FIELD_CHARS, MAX_FAILING, TURN_SHARES, FeedbackResult, agreed_tests,
+                      feedback_message, repair_messages, revision_parents, credit_for_repairs,
+                      turn_credit)
 from ..roles import CODE, TEST, parse_program, parse_test
 from ..evaluation.repair import agree, gold_verdict
 from ..sandbox.protocol import OK
@@ -292,4 +293,4 @@ class RepairTurns:
 
 def turn_keys(turns: int) -> tuple[str, ...]:
     """The held-out evaluation's columns of a run in ``turns`` turns (``eval.jsonl``)."""
-    return tuple(f"code_acc_turn{t}" for t in range(1, turns + 1)) + ("repaired_share",)
+    return tuple(f"code_acc_turn{t}" for t in range(1, turns + 1)) + TURN_SHARES
