@@ -10,16 +10,18 @@ For every seed, two runs of ``configs/repair-tiny-cpu.yaml``:
   attempts, evaluated in two turns like the other.
 
 From each run's ``eval.jsonl`` (held-out world problems, examples hidden): ``code_acc_turn1``,
-``code_acc_turn2`` and their gap (turn 2 minus turn 1), at step 0 and at the last evaluation, and
-``repaired_share``. Claims, every seed: the ``turns`` run's final gap is larger than its step-0 gap
-and larger than the ``single`` run's final gap.
+``code_acc_turn2`` and their gap (turn 2 minus turn 1), at step 0 and at the last evaluation,
+``repaired_share`` and ``broken_share``. Claims, every seed: the ``turns`` run's final gap is
+larger than its step-0 gap and larger than the ``single`` run's final gap.
 
 Then the feedback-source comparison (``coevo eval`` on ``--limit`` held-out world problems with
 two of their eight gold tests as public examples, hidden from the prompts, the other six
 judging; k = 4 solutions and tests): the warm start ``tiny-repair`` as the coder, its solutions
 revised once against (a) the public examples, (b) its own tests, (c) the tests of the first
 seed's trained ``turns`` run (``tester:RUN/final``); and the trained model as the coder with
-(a) and (b). Turn-2 accuracy and repaired share for each.
+(a) and (b). Where the runs keep only agreed feedback tests (``repair_feedback_agreement`` N,
+the config's or passed on), (b) and (c) are also run with ``--feedback_agreement N``. Turn-2
+accuracy, repaired share and broken share for each.
 
 Prints both tables (markdown) and the claims with PASS or FAIL; writes ``summary.json`` to
 ``--out``. Finished runs are read back, so an interrupted table resumes.
@@ -70,7 +72,8 @@ def run_train(out: Path, seed: int, kind: str, extra: list[str]) -> dict:
     steps = _jsonl(run / "metrics.jsonl")
     rec = {"seed": seed, "kind": kind, "wall_s": wall, "evals": [
         {k: e.get(k) for k in ("step", "code_acc", "code_acc_turn1", "code_acc_turn2",
-                               "repaired_share", "ut_acc")} for e in evals],
+                               "repaired_share", "broken_share", "ut_acc")}
+        for e in evals],
         "repair_fixed_last": steps[-1].get("repair_fixed") if steps else None}
     done.write_text(json.dumps(rec))
     return rec
@@ -81,7 +84,8 @@ def gap(e: dict) -> float | None:
     return None if a is None or b is None else b - a
 
 
-def run_eval(out: Path, name: str, coder: str, feedback: str, limit: int) -> dict:
+def run_eval(out: Path, name: str, coder: str, feedback: str, limit: int,
+             agreement: int = 0) -> dict:
     res = out / "feedback" / name
     done = res / "results.json"
     if not done.is_file():
@@ -89,14 +93,27 @@ def run_eval(out: Path, name: str, coder: str, feedback: str, limit: int) -> dic
         _launch([sys.executable, "-m", "coevo_code.cli", "eval", "--benchmark", "world",
                  "--split", "heldout", "--examples", "2", "--hide_examples", "--limit",
                  str(limit), "--model", coder, "--k_code", "4", "--k_test", "4",
-                 "--repair_turns", "2", "--feedback_tests", feedback, "--max_tokens", "64",
+                 "--repair_turns", "2", "--feedback_tests", feedback,
+                 "--feedback_agreement", str(agreement), "--max_tokens", "64",
                  "--bootstrap", "20", "-q", "-o", str(res)], res.parent / f"{name}.log")
     r = json.loads(done.read_text())
     m, rep = r["metrics"], r["repair"]
-    return {"name": name, "coder": coder, "feedback": feedback,
+    return {"name": name, "coder": coder, "feedback": feedback, "agreement": agreement,
             "turn1": m.get("code_acc_turn1"), "turn2": m.get("code_acc_turn2"),
             "repaired_share": m.get("repaired_share"), "wrong_first": rep["wrong_first"],
-            "repaired": rep["repaired"]}
+            "repaired": rep["repaired"], "broken_share": m.get("broken_share"),
+            "right_first": rep.get("right_first"), "broken": rep.get("broken")}
+
+
+def agreement(extra: list[str]) -> int:
+    """The runs' ``repair_feedback_agreement``: the flag passed on, else the config's."""
+    for i, a in enumerate(extra):
+        if a == "--repair_feedback_agreement" and i + 1 < len(extra):
+            return int(extra[i + 1])
+        if a.startswith("--repair_feedback_agreement="):
+            return int(a.split("=", 1)[1])
+    import yaml
+    return int((yaml.safe_load(CONFIG.read_text()) or {}).get("repair_feedback_agreement", 0))
 
 
 def _f(x) -> str:
@@ -109,23 +126,26 @@ def _s(x) -> str:
 
 def train_table(records: list[dict]) -> str:
     rows = ["| run | seed | wall | turn 1 (step 0 -> last) | turn 2 (step 0 -> last) | gap at "
-            "step 0 | gap at last | repaired share (step 0 -> last) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "step 0 | gap at last | repaired share (step 0 -> last) | broken share |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in records:
         a, b = r["evals"][0], r["evals"][-1]
         rows.append(f"| {r['kind']} | {r['seed']} | {r['wall_s']:.0f} s | "
                     f"{_f(a['code_acc_turn1'])} -> {_f(b['code_acc_turn1'])} | "
                     f"{_f(a['code_acc_turn2'])} -> {_f(b['code_acc_turn2'])} | {_s(gap(a))} | "
-                    f"{_s(gap(b))} | {_f(a['repaired_share'])} -> {_f(b['repaired_share'])} |")
+                    f"{_s(gap(b))} | {_f(a['repaired_share'])} -> {_f(b['repaired_share'])} | "
+                    f"{_f(a.get('broken_share'))} -> {_f(b.get('broken_share'))} |")
     return "\n".join(rows)
 
 
 def feedback_table(evals: list[dict]) -> str:
-    rows = ["| coder | feedback tests | turn 1 | turn 2 | repaired share |",
-            "| --- | --- | --- | --- | --- |"]
+    rows = ["| coder | feedback tests | agreement | turn 1 | turn 2 | repaired share | "
+            "broken share |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for e in evals:
-        rows.append(f"| {e['coder']} | {e['feedback']} | {_f(e['turn1'])} | {_f(e['turn2'])} | "
-                    f"{_f(e['repaired_share'])} ({e['repaired']} of {e['wrong_first']}) |")
+        rows.append(f"| {e['coder']} | {e['feedback']} | {e['agreement']} | {_f(e['turn1'])} | "
+                    f"{_f(e['turn2'])} | {_f(e['repaired_share'])} ({e['repaired']} of "
+                    f"{e['wrong_first']}) | {_f(e['broken_share'])} ({e['broken']} of "
+                    f"{e['right_first']}) |")
     return "\n".join(rows)
 
 
@@ -168,12 +188,18 @@ def main(argv=None) -> int:
     evals = []
     if not args.skip_feedback:
         trained = str(args.out / f"turns-seed{args.seeds[0]}" / "final")
-        for name, coder, fb in (("warm-public", "tiny-repair", "public"),
-                                ("warm-self", "tiny-repair", "self"),
-                                ("warm-tester", "tiny-repair", f"tester:{trained}"),
-                                ("trained-public", trained, "public"),
-                                ("trained-self", trained, "self")):
-            evals.append(run_eval(args.out, name, coder, fb, args.limit))
+        n = agreement(extra)
+        plan = [("warm-public", "tiny-repair", "public", 0),
+                ("warm-self", "tiny-repair", "self", 0),
+                ("warm-tester", "tiny-repair", f"tester:{trained}", 0),
+                ("trained-public", trained, "public", 0),
+                ("trained-self", trained, "self", 0)]
+        if n:  # the generated tests also as the runs use them: only the agreed ones
+            plan[3:3] = [(f"warm-self-agree{n}", "tiny-repair", "self", n),
+                         (f"warm-tester-agree{n}", "tiny-repair", f"tester:{trained}", n)]
+            plan.append((f"trained-self-agree{n}", trained, "self", n))
+        for name, coder, fb, a in plan:
+            evals.append(run_eval(args.out, name, coder, fb, args.limit, a))
         print(feedback_table(evals))
     results = claims(records)
     for text, ok in results:
