@@ -1,4 +1,4 @@
-"""Repair turns (issue 53): the pure core (feedback messages, conversations, per-turn metrics),
+"""Repair turns: the pure core (feedback messages, conversations, per-turn metrics),
 the turn loop with a scripted engine (exact figures; no gold test ever in a prompt), and
 ``coevo eval --repair_turns`` end to end with the shipped tiny model."""
 
@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from coevo_code.roles import CODE, TEST, coder_messages
 from coevo_code.tasks.model import Task, TestCase
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def stdio(i, o):
@@ -346,3 +348,39 @@ def test_every_episode_ending_early_keeps_its_verdicts_in_later_turns(ex):
     assert eps[task.id].correct.tolist() == [[1, 1, 1, 1]] and engine.prompts == []
     m = turn_metrics([eps[task.id].correct])
     assert m["code_acc_turn4"] == 1.0 and m["repaired_share"] is None and m["wrong_first"] == 0
+
+
+def test_repair_gap_pairs_problems_and_bounds_the_change(tmp_path, capsys):
+    """``benchmarks/repair_gap.py``: each problem's gap from ``correct_by_turn`` (solutions
+    undecided at a turn left out), the change against a reference over the problems both
+    decided, its bootstrap interval, and a clear error for results with no problem in common."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import repair_gap
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    ref = {"a": {"correct_by_turn": [[False, False], [True, False]]},    # gap -1/2
+           "b": {"correct_by_turn": [[True, True], [None, True]]},       # gap 0 (one left out)
+           "c": {"correct_by_turn": [[None, None]]}}                     # nothing decided
+    new = {"a": {"correct_by_turn": [[False, True], [True, True]]},      # gap +1/2
+           "b": {"correct_by_turn": [[True, True], [True, True]]},       # gap 0
+           "d": {"correct_by_turn": [[False, True]]}}                    # not in the reference
+    assert repair_gap.problem_gaps(ref) == {"a": -0.5, "b": 0.0}
+    change, lo, hi, n = repair_gap.paired_change(repair_gap.problem_gaps(new),
+                                                 repair_gap.problem_gaps(ref))
+    assert (change, n) == (0.5, 2)                                       # (1 + 0) / 2
+    assert lo == 0.0 and hi == 1.0    # resampling two problems whose changes are 1 and 0
+    with pytest.raises(ValueError, match="same problems"):
+        repair_gap.paired_change({"x": 1.0}, {"y": 0.0})
+    for name, per in (("ref", ref), ("new", new)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps({
+            "metrics": {"code_acc_turn1": 0.5, "code_acc_turn2": 0.75},
+            "repair": {"turns": 2, "repaired": 1, "wrong_first": 2, "broken": 0,
+                       "right_first": 2}, "per_task": per}))
+    assert repair_gap.main([str(tmp_path / "ref"), str(tmp_path / "new")]) == 0
+    out = capsys.readouterr().out
+    assert "| ref | 0.500 | 0.750 | +0.250 | 1 of 2 | 0 of 2 | reference | 2 |" in out
+    assert "| new | 0.500 | 0.750 | +0.250 | 1 of 2 | 0 of 2 | +0.500 (+0.000, +1.000) | 2 |" in out
+    with pytest.raises(SystemExit, match="not found"):
+        repair_gap.main([str(tmp_path / "ref"), str(tmp_path / "missing")])
