@@ -1,7 +1,7 @@
 """Does training in repair turns teach the coder to repair? And is a trained tester a better
 source of feedback than public examples? Each run as a new user runs it (a fresh process).
 
-    python benchmarks/repair.py [--seeds 0 1 2] [--out runs/repair] [--limit 60]
+    python benchmarks/repair.py [--seeds 0 1 2] [--out runs/repair] [--limit 240]
 
 For every seed, two runs of ``configs/repair-tiny-cpu.yaml``:
 
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "repair")
-    ap.add_argument("--limit", type=int, default=60, help="held-out problems of the comparison")
+    ap.add_argument("--limit", type=int, default=240, help="held-out problems of the comparison")
     ap.add_argument("--skip_feedback", action="store_true", help="the training table only")
     args, extra = ap.parse_known_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
