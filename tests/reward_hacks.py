@@ -748,7 +748,9 @@ def _gold_unharmed(name, gen, time_limit_s=1.0, own=None):
                   honest=lambda r: "passed" in r[-1][0] and r[-1][0]["passed"][0][:3] == [True] * 3)
 
 
-_COLLIDING = ", ".join(str(k * _P61) for k in range(1, 2001))
+# 5,000 ints of one hash: compiling them costs 0.5 s here, five times the hostile tests' 0.1 s
+# (2,000 cost 0.085 s, and on a fast machine the test ran within its budget)
+_COLLIDING = ", ".join(str(k * _P61) for k in range(1, 5001))
 A += [
     _gold_unharmed("hostile_test_1500_level_expression",
                    "solve([1]) + " + " + ".join(["[1]"] * 1500),
